@@ -1,0 +1,277 @@
+"""The Qwen video layout shared by Qwen3-VL, -MoE, Qwen3.5, -MoE, Cosmos3(-Omni) and Cosmos3-Edge.
+
+Video ``j`` with grid ``(T', h, w)`` expands to, per temporal group ``g``::
+
+    <ts_g> <|vision_start|> <|video_pad|> * (h*w/merge^2) <|vision_end|>
+
+- ``pad_only`` (transformers >= 5.10.1): only the template's ``<|video_pad|>`` is replaced, the
+  template's outer ``<|vision_start|>``/``<|vision_end|>`` stay around the groups;
+- ``replace_wrapper`` (transformers <= 5.9, vLLM, Cosmos3-Edge): the whole
+  ``<|vision_start|><|video_pad|><|vision_end|>`` trio is replaced, or a bare ``<|video_pad|>`` when
+  the template has no markers around it.
+Images expand ``<|image_pad|>`` to ``t*h*w/merge^2`` pads in every version; markers stay.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from ..derive import derive_layout, item_lengths, normalize_grids
+from ..errors import GridMismatchError, HandoffError, SkewError
+from ..layout import HandoffLayout, readonly_ids
+from ..mrope import mrope_positions
+from ..spec import CONVENTIONS, PAD_ONLY, REPLACE_WRAPPER, TimestampVocab, TokenSpec
+from .base import Adapter
+from .timestamps import calculate_timestamps, format_timestamp, metadata_fields
+
+__all__ = ["QwenLayoutAdapter", "detect_convention", "QWEN_TIMESTAMP_DIGITS"]
+
+#: '0'..'9' are single byte-level tokens 15..24 in the Qwen3 and Qwen3.5 vocabularies
+QWEN_TIMESTAMP_DIGITS = tuple(range(15, 25))
+
+_SPECIAL_NAMES = {
+    "image_pad": "<|image_pad|>",
+    "video_pad": "<|video_pad|>",
+    "vision_start": "<|vision_start|>",
+    "vision_end": "<|vision_end|>",
+}
+_CONFIG_NAMES = {
+    "image_pad": "image_token_id",
+    "video_pad": "video_token_id",
+    "vision_start": "vision_start_token_id",
+    "vision_end": "vision_end_token_id",
+}
+
+
+def detect_convention() -> str:
+    """The convention of the installed transformers (pad_only when it is absent: current releases)."""
+    try:
+        from importlib.metadata import version
+        raw = version("transformers")
+    except Exception:
+        return PAD_ONLY
+    parts = []
+    for piece in raw.split(".")[:3]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    while len(parts) < 3:
+        parts.append(0)
+    return PAD_ONLY if tuple(parts) >= (5, 10, 0) else REPLACE_WRAPPER
+
+
+def _cfg(config, *names, default=None):
+    """First attribute found on config, its text/vision sub-config, or the default."""
+    for name in names:
+        for obj in (config, getattr(config, "text_config", None), getattr(config, "vision_config", None)):
+            if obj is not None:
+                value = obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+                if value is not None:
+                    return value
+    return default
+
+
+def _tok_id(tokenizer, token: str) -> Optional[int]:
+    conv = getattr(tokenizer, "convert_tokens_to_ids", None)
+    if conv is None:
+        return None
+    value = conv(token)
+    unk = getattr(tokenizer, "unk_token_id", None)
+    if value is None or (unk is not None and value == unk):
+        return None
+    return int(value)
+
+
+def _timestamp_vocab_from_tokenizer(tokenizer) -> Optional[TimestampVocab]:
+    """Timestamp ids from a tokenizer, when each piece is a single token (true for Qwen)."""
+    try:
+        seconds = tokenizer.encode(" seconds", add_special_tokens=False)
+        pieces = [tokenizer.encode(ch, add_special_tokens=False) for ch in "<>.0123456789"]
+    except Exception:
+        return None
+    if len(seconds) != 1 or any(len(p) != 1 for p in pieces):
+        return None
+    ids = [p[0] for p in pieces]
+    probe = tokenizer.encode(format_timestamp(12.5), add_special_tokens=False)
+    if probe != [ids[0], ids[4], ids[5], ids[2], ids[8], seconds[0], ids[1]]:
+        return None
+    return TimestampVocab(open=ids[0], close=ids[1], dot=ids[2], seconds=seconds[0], digits=ids[3:])
+
+
+class QwenLayoutAdapter(Adapter):
+    """Adapter for every family with the Qwen video layout; families differ in ids and defaults."""
+
+    #: family defaults, overridden by subclasses
+    family = "qwen3_vl"
+    default_ids = {"image_pad": 151655, "video_pad": 151656, "vision_start": 151652, "vision_end": 151653}
+    default_seconds_id: Optional[int] = 6486
+    default_temporal_patch_size = 2
+    default_merge_size = 2
+    default_deepstack_levels = 3
+    default_hidden_size: Optional[int] = 4096
+    #: a family whose processor always replaces the trio (Cosmos3-Edge) pins its convention
+    fixed_convention: Optional[str] = None
+
+    def __init__(self, *, tokenizer=None, config=None, convention: Optional[str] = None) -> None:
+        ids = {}
+        for key, default in self.default_ids.items():
+            from_config = _cfg(config, _CONFIG_NAMES[key]) if config is not None else None
+            from_tok = _tok_id(tokenizer, _SPECIAL_NAMES[key]) if tokenizer is not None else None
+            if from_config is not None and from_tok is not None and int(from_config) != from_tok:
+                raise SkewError(f"{key} id", f"{from_config} (config)", f"{from_tok} (tokenizer)",
+                                hint="config and tokenizer come from different checkpoints")
+            ids[key] = int(from_config if from_config is not None else from_tok if from_tok is not None else default)
+        merge = int(_cfg(config, "spatial_merge_size", "merge_size", default=self.default_merge_size))
+        temporal = int(_cfg(config, "temporal_patch_size", default=self.default_temporal_patch_size)) \
+            if self.fixed_convention is None else self.default_temporal_patch_size
+        if tokenizer is not None:
+            vocab = _timestamp_vocab_from_tokenizer(tokenizer)
+        elif self.default_seconds_id is not None:
+            vocab = TimestampVocab(open=27, close=29, dot=13, seconds=self.default_seconds_id,
+                                   digits=QWEN_TIMESTAMP_DIGITS)
+        else:
+            vocab = None
+        self.spec = TokenSpec(merge_size=merge, temporal_patch_size=temporal, timestamps=vocab, **ids)
+        if self.fixed_convention is not None:
+            if convention not in (None, self.fixed_convention):
+                raise SkewError("convention", self.fixed_convention, convention,
+                                hint=f"{self.family}'s processor always uses {self.fixed_convention}")
+            convention = self.fixed_convention
+        convention = convention or detect_convention()
+        if convention not in CONVENTIONS:
+            raise HandoffError("convention", f"one of {CONVENTIONS}", convention)
+        self.convention = convention
+        ds = _cfg(config, "deepstack_visual_indexes") if config is not None else None
+        self.deepstack_levels = len(ds) if ds is not None else (
+            self.default_deepstack_levels if config is None else 0)
+        hidden = None
+        if config is not None:
+            text = getattr(config, "text_config", None)
+            hidden = getattr(text, "hidden_size", None) if text is not None else getattr(config, "hidden_size", None)
+        self.hidden_size = int(hidden) if hidden is not None else (self.default_hidden_size if config is None else None)
+        self._tokenizer = tokenizer
+        self._ts_cache: dict = {}
+        self._ts_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ layout / mRoPE
+    def derive_layout(self, token_ids, *, image_grid_thw=None, video_grid_thw=None, mrope: bool = True,
+                      request_id=None) -> HandoffLayout:
+        return derive_layout(token_ids, self.spec, image_grid_thw=image_grid_thw, video_grid_thw=video_grid_thw,
+                             family=self.family, convention=self.convention, mrope=mrope,
+                             tokenizer_digest=self.tokenizer_digest, request_id=request_id)
+
+    def mrope_positions(self, token_ids, *, image_grid_thw=None, video_grid_thw=None, request_id=None):
+        return mrope_positions(token_ids, self.spec, image_grid_thw=image_grid_thw, video_grid_thw=video_grid_thw,
+                               request_id=request_id)
+
+    # ---------------------------------------------------------------------- rebuild
+    def timestamp_ids(self, text: str) -> np.ndarray:
+        """Token ids of one ``<t seconds>`` string (cached; special tokens isolate it)."""
+        ids = self._ts_cache.get(text)
+        if ids is not None:
+            return ids
+        vocab = self.spec.timestamps
+        if self._tokenizer is not None:
+            ids = self._tokenizer.encode(text, add_special_tokens=False)
+        elif vocab is not None:
+            table = {str(i): d for i, d in enumerate(vocab.digits)}
+            table["."] = vocab.dot
+            ids = [vocab.open] + [table[ch] for ch in text[1:-len(" seconds>")]] + [vocab.seconds, vocab.close]
+        else:
+            raise HandoffError("tokenizer", "a tokenizer to spell timestamps", None,
+                               hint=f"{self.family}'s timestamp ids are not known without its tokenizer")
+        arr = np.asarray(ids, dtype=np.int32)
+        with self._ts_lock:
+            self._ts_cache[text] = arr
+        return arr
+
+    def video_timestamps(self, metadata, index: int = 0, *, request_id=None) -> list:
+        """Per-group seconds for one video, from its metadata (not mutated)."""
+        meta = metadata_fields(metadata, index, request_id=request_id)
+        if meta["frames_indices"] is None:
+            raise HandoffError(f"video_metadata[{index}].frames_indices", "the sampled frame indices", None,
+                               request_id=request_id,
+                               hint="pass the processor's returned metadata (return_metadata=True)")
+        fps = 24 if meta["fps"] is None else meta["fps"]
+        return calculate_timestamps(meta["frames_indices"], fps, self.spec.temporal_patch_size)
+
+    def _video_chunk(self, grid, metadata, index: int, request_id) -> np.ndarray:
+        t, h, w = grid
+        n = h * w // (self.spec.merge_size ** 2)
+        seconds = self.video_timestamps(metadata, index, request_id=request_id)
+        if len(seconds) < t:
+            raise GridMismatchError(f"video_metadata[{index}].frames_indices",
+                                    f"at least {t} temporal groups for grid {grid}", len(seconds),
+                                    request_id=request_id)
+        body = np.empty(n + 2, dtype=np.int32)
+        body[0] = self.spec.vision_start
+        body[1:-1] = self.spec.video_pad
+        body[-1] = self.spec.vision_end
+        parts = []
+        for g in range(t):
+            parts.append(self.timestamp_ids(format_timestamp(seconds[g])))
+            parts.append(body)
+        return np.concatenate(parts)
+
+    def rebuild_token_ids(self, prompt_token_ids, *, image_grid_thw=None, video_grid_thw=None,
+                          video_metadata: Optional[Sequence] = None, request_id=None) -> np.ndarray:
+        ids = readonly_ids(prompt_token_ids, "prompt_token_ids")
+        spec = self.spec
+        image_grids = normalize_grids(image_grid_thw, "image_grid_thw")
+        video_grids = normalize_grids(video_grid_thw, "video_grid_thw")
+        places = np.flatnonzero((ids == spec.image_pad) | (ids == spec.video_pad))
+        kinds = ids[places]
+        n_img = int((kinds == spec.image_pad).sum())
+        n_vid = len(places) - n_img
+        if n_img != len(image_grids):
+            raise GridMismatchError("image placeholders", f"{len(image_grids)} (one per image grid)", n_img,
+                                    request_id=request_id)
+        if n_vid != len(video_grids):
+            raise GridMismatchError("video placeholders", f"{len(video_grids)} (one per video grid)", n_vid,
+                                    request_id=request_id)
+        metas = list(video_metadata) if video_metadata is not None else []
+        if len(metas) != n_vid:
+            raise HandoffError("video_metadata", f"{n_vid} entries (one per video)", len(metas),
+                               request_id=request_id)
+        img_len = item_lengths(image_grids, spec.merge_size)
+        out, cursor, i_img, i_vid = [], 0, 0, 0
+        trio = self.convention == REPLACE_WRAPPER
+        for p in places.tolist():
+            if ids[p] == spec.image_pad:
+                out.append(ids[cursor:p])
+                out.append(np.full(img_len[i_img], spec.image_pad, dtype=np.int32))
+                cursor = p + 1
+                i_img += 1
+                continue
+            lo, hi = p, p + 1
+            if trio and p > 0 and p + 1 < len(ids) and ids[p - 1] == spec.vision_start \
+                    and ids[p + 1] == spec.vision_end and p - 1 >= cursor:
+                lo, hi = p - 1, p + 2
+            out.append(ids[cursor:lo])
+            out.append(self._video_chunk(video_grids[i_vid], metas[i_vid], i_vid, request_id))
+            cursor = hi
+            i_vid += 1
+        out.append(ids[cursor:])
+        result = np.concatenate(out).astype(np.int32, copy=False)
+        result.flags.writeable = False
+        return result
+
+    def stock_token_ids(self, prompt_token_ids, *, image_grid_thw=None, video_grid_thw=None) -> np.ndarray:
+        """What TensorRT-LLM's stock prefill builds: each placeholder becomes one run, nothing else."""
+        ids = readonly_ids(prompt_token_ids, "prompt_token_ids")
+        spec = self.spec
+        counts = iter(item_lengths(normalize_grids(image_grid_thw, "image_grid_thw"), spec.merge_size))
+        vcounts = iter(item_lengths(normalize_grids(video_grid_thw, "video_grid_thw"), spec.merge_size))
+        reps = np.ones(len(ids), dtype=np.int64)
+        try:
+            for p in np.flatnonzero(ids == spec.image_pad).tolist():
+                reps[p] = next(counts)
+            for p in np.flatnonzero(ids == spec.video_pad).tolist():
+                reps[p] = next(vcounts)
+        except StopIteration:
+            raise GridMismatchError("placeholders", "one grid per placeholder", "more placeholders than grids")
+        result = np.repeat(ids, reps).astype(np.int32)
+        result.flags.writeable = False
+        return result

@@ -1,0 +1,68 @@
+"""HF's video timestamps, reproduced to the bit without pixels or torchvision.
+
+``Qwen3VLProcessor._calculate_timestamps``: pad ``frames_indices`` to a multiple of the temporal
+patch by repeating the last index, divide each index by the *source* fps, average the first and last
+frame of each patch as ``(a + b) / 2`` in float64, print ``f"<{t:.1f} seconds>"`` (half-to-even on
+the binary value). An algebraically equal expression prints differently in some cases, so the
+expression and its order are kept exactly. The caller's metadata is never mutated (HF's is).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+from ..errors import HandoffError
+
+__all__ = ["calculate_timestamps", "format_timestamp", "sample_frame_indices", "metadata_fields"]
+
+
+def calculate_timestamps(indices, video_fps: float, merge_size: int) -> list:
+    """Seconds per temporal patch, exactly as HF computes them (indices are copied, not extended)."""
+    indices = list(indices.tolist() if hasattr(indices, "tolist") else indices)
+    if len(indices) % merge_size != 0:
+        indices.extend(indices[-1] for _ in range(merge_size - len(indices) % merge_size))
+    seconds = [idx / video_fps for idx in indices]
+    return [(seconds[i] + seconds[i + merge_size - 1]) / 2 for i in range(0, len(seconds), merge_size)]
+
+
+def format_timestamp(seconds: float) -> str:
+    return f"<{seconds:.1f} seconds>"
+
+
+def sample_frame_indices(total_num_frames: int, video_fps: Optional[float], *, fps: Optional[float] = 2,
+                         num_frames: Optional[int] = None, min_frames: int = 4, max_frames: int = 768) -> list:
+    """``Qwen3VLVideoProcessor.sample_frames``'s indices (``do_sample_frames=True``)."""
+    if fps is not None and num_frames is not None:
+        raise HandoffError("sampling", "either fps or num_frames", {"fps": fps, "num_frames": num_frames})
+    if num_frames is None and fps is not None:
+        source_fps = 24 if video_fps is None else video_fps
+        num_frames = int(total_num_frames / source_fps * fps)
+        num_frames = min(max(num_frames, min_frames), max_frames, total_num_frames)
+    if num_frames is None:
+        num_frames = min(max(total_num_frames, min_frames), max_frames)
+    return np.linspace(0, total_num_frames - 1, num_frames).round().astype(int).tolist()
+
+
+def metadata_fields(metadata: Any, index: int, *, request_id=None) -> dict:
+    """Read fps / frames_indices / total_num_frames from a mapping or an HF ``VideoMetadata``."""
+    field = f"video_metadata[{index}]"
+    if metadata is None:
+        raise HandoffError(field, "video metadata (fps, frames_indices)", None, request_id=request_id,
+                           hint="timestamps cannot be rebuilt without it")
+    get = metadata.get if isinstance(metadata, Mapping) else (lambda k, d=None: getattr(metadata, k, d))
+    fps = get("fps", None)
+    if fps is not None:
+        if isinstance(fps, bool) or not isinstance(fps, (int, float, np.floating, np.integer)) or not fps > 0:
+            raise HandoffError(f"{field}.fps", "a positive number or None", fps, request_id=request_id)
+        fps = float(fps) if not isinstance(fps, int) else fps
+    indices = get("frames_indices", None)
+    if indices is not None:
+        indices = list(indices.tolist() if hasattr(indices, "tolist") else indices)
+        if not indices or any(isinstance(i, bool) or not isinstance(i, (int, np.integer)) or i < 0 for i in indices):
+            raise HandoffError(f"{field}.frames_indices", "a non-empty list of non-negative ints",
+                               indices[:8], request_id=request_id)
+        indices = [int(i) for i in indices]
+    total = get("total_num_frames", None)
+    return {"fps": fps, "frames_indices": indices, "total_num_frames": total}

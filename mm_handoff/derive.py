@@ -1,0 +1,193 @@
+"""Derive a :class:`HandoffLayout` from expanded token ids, in O(L) numpy.
+
+Items are delimited the way TensorRT-LLM's aggregated path does it (its mask helpers): all pad
+positions of a modality in prompt order, split into items by the cumulative per-item pad counts
+(from the grids), and into runs wherever positions stop being consecutive or an item ends. This
+works for every convention (with or without the outer wrapper) and for the stock single-run shape.
+:func:`derive_layout_naive` is a plain-Python reference the property tests compare against.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+
+from .errors import GridMismatchError
+from .layout import IMAGE, VIDEO, HandoffLayout, MultimodalItem, PlaceholderRun, readonly_ids
+from .spec import TokenSpec
+
+__all__ = ["derive_layout", "derive_layout_naive", "item_lengths", "normalize_grids"]
+
+_MAX_TS_TOKENS = 12  # '<' + up to 8 digits + '.' + digit + ' seconds' + '>'
+
+
+def normalize_grids(grids, field: str) -> list:
+    """Grids as a list of (t, h, w) int tuples; accepts lists, arrays and tensors."""
+    if grids is None:
+        return []
+    if hasattr(grids, "tolist"):
+        grids = grids.tolist()
+    out = []
+    for k, g in enumerate(grids):
+        try:
+            t, h, w = (int(v) for v in g)
+        except (TypeError, ValueError) as exc:
+            raise GridMismatchError(f"{field}[{k}]", "(t, h, w)", g) from exc
+        if min(t, h, w) < 1:
+            raise GridMismatchError(f"{field}[{k}]", "positive (t, h, w)", (t, h, w))
+        out.append((t, h, w))
+    return out
+
+
+def item_lengths(grids: Sequence[tuple], merge_size: int) -> list:
+    m2 = merge_size * merge_size
+    return [t * h * w // m2 for t, h, w in grids]
+
+
+def _split_runs(pads: np.ndarray, lengths: list, modality: str, request_id=None):
+    """Split sorted pad positions into items (by counts) and runs (by adjacency)."""
+    field = f"{modality} pads"
+    total = int(sum(lengths))
+    if pads.shape[0] != total:
+        raise GridMismatchError(field, f"{total} (sum over the {modality} grids)", int(pads.shape[0]),
+                                request_id=request_id,
+                                hint="the prompt's pads and the grids describe different items")
+    if total == 0:
+        return []
+    cu = np.cumsum([0] + list(lengths))
+    breaks = np.zeros(total, dtype=bool)
+    breaks[0] = True
+    breaks[1:] = pads[1:] != pads[:-1] + 1
+    breaks[cu[:-1]] = True
+    starts = np.flatnonzero(breaks)
+    run_lens = np.diff(np.append(starts, total))
+    run_pos = pads[starts]
+    # item index of each run: runs start at item boundaries, so searchsorted is exact
+    item_of_run = np.searchsorted(cu, starts, side="right") - 1
+    bounds = np.searchsorted(item_of_run, np.arange(len(lengths) + 1))
+    pos_l = run_pos.tolist()
+    len_l = run_lens.tolist()
+    return [
+        [PlaceholderRun(pos_l[j], len_l[j]) for j in range(bounds[k], bounds[k + 1])]
+        for k in range(len(lengths))
+    ]
+
+
+def _timestamps(ids: np.ndarray, spec: TokenSpec, runs: list):
+    """Parse ``<t seconds>`` before each group's vision_start; None when any group lacks one."""
+    vocab = spec.timestamps
+    if vocab is None or not runs:
+        return None, None
+    n = ids.shape[0]
+    vs_pos = np.fromiter((r.offset - 1 for r in runs), dtype=np.int64, count=len(runs))
+    if (vs_pos < 2).any():
+        return None, None
+    if not ((ids[vs_pos] == spec.vision_start).all() and (ids[vs_pos - 1] == vocab.close).all()
+            and (ids[vs_pos - 2] == vocab.seconds).all()):
+        return None, None
+    ks = np.arange(4, _MAX_TS_TOKENS + 1)
+    cand = vs_pos[:, None] - ks[None, :]
+    hit = (cand >= 0) & (ids[np.clip(cand, 0, n - 1)] == vocab.open)
+    if not hit.any(axis=1).all():
+        return None, None
+    open_pos = vs_pos - ks[np.argmax(hit, axis=1)]
+    digit_of = {d: str(i) for i, d in enumerate(vocab.digits)}
+    digit_of[vocab.dot] = "."
+    values, spans = [], []
+    for s, e in zip(open_pos.tolist(), vs_pos.tolist()):
+        try:
+            text = "".join(digit_of[t] for t in ids[s + 1:e - 2].tolist())
+            values.append(float(text))
+        except (KeyError, ValueError):
+            return None, None
+        spans.append((s, e))
+    return values, spans
+
+
+def derive_layout(
+    token_ids,
+    spec: TokenSpec,
+    *,
+    image_grid_thw=None,
+    video_grid_thw=None,
+    family: str,
+    convention: str,
+    mrope: bool = False,
+    tokenizer_digest: Optional[str] = None,
+    request_id=None,
+) -> HandoffLayout:
+    """Layout of an expanded prompt given the family's spec and the processor's grids."""
+    ids = readonly_ids(token_ids)
+    image_grids = normalize_grids(image_grid_thw, "image_grid_thw")
+    video_grids = normalize_grids(video_grid_thw, "video_grid_thw")
+    groups = []
+    for modality, pad, grids in ((IMAGE, spec.image_pad, image_grids), (VIDEO, spec.video_pad, video_grids)):
+        pads = np.flatnonzero(ids == pad)
+        runs_per_item = _split_runs(pads, item_lengths(grids, spec.merge_size), modality, request_id)
+        for grid, runs in zip(grids, runs_per_item):
+            groups.append((runs[0].offset, modality, grid, runs))
+    groups.sort(key=lambda g: g[0])
+    items = []
+    for _, modality, grid, runs in groups:
+        ts, spans = _timestamps(ids, spec, runs) if modality == VIDEO else (None, None)
+        items.append(MultimodalItem(modality, tuple(runs), sum(r.length for r in runs), grid, ts, spans))
+    positions = delta = None
+    if mrope:
+        from .mrope import mrope_positions
+        positions, delta = mrope_positions(ids, spec, image_grid_thw=image_grids, video_grid_thw=video_grids,
+                                           request_id=request_id)
+    return HandoffLayout(ids, tuple(items), spec, family=family, convention=convention,
+                         mrope_position_ids=positions, mrope_position_delta=delta,
+                         tokenizer_digest=tokenizer_digest)
+
+
+def derive_layout_naive(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_grid_thw=None,
+                        family: str, convention: str, tokenizer_digest: Optional[str] = None) -> HandoffLayout:
+    """Reference derivation: one Python pass per modality, no numpy. Slow; for tests only."""
+    ids = [int(t) for t in token_ids]
+    m2 = spec.merge_size ** 2
+    groups = []
+    for modality, pad, grids in ((IMAGE, spec.image_pad, normalize_grids(image_grid_thw, "image_grid_thw")),
+                                 (VIDEO, spec.video_pad, normalize_grids(video_grid_thw, "video_grid_thw"))):
+        need = [t * h * w // m2 for t, h, w in grids]
+        pads = [i for i, t in enumerate(ids) if t == pad]
+        if len(pads) != sum(need):
+            raise GridMismatchError(f"{modality} pads", sum(need), len(pads))
+        k = 0
+        for grid, count in zip(grids, need):
+            mine = pads[k:k + count]
+            k += count
+            runs = []
+            for p in mine:
+                if runs and runs[-1][0] + runs[-1][1] == p:
+                    runs[-1][1] += 1
+                else:
+                    runs.append([p, 1])
+            groups.append((mine[0], modality, grid, [PlaceholderRun(a, b) for a, b in runs]))
+    groups.sort(key=lambda g: g[0])
+    items = []
+    for _, modality, grid, runs in groups:
+        ts = spans = None
+        vocab = spec.timestamps
+        if modality == VIDEO and vocab is not None:
+            ts, spans = [], []
+            for r in runs:
+                e = r.offset - 1
+                if e < 2 or ids[e] != spec.vision_start or ids[e - 1] != vocab.close or ids[e - 2] != vocab.seconds:
+                    ts = spans = None
+                    break
+                s = next((e - k for k in range(4, _MAX_TS_TOKENS + 1) if e - k >= 0 and ids[e - k] == vocab.open), None)
+                chars = {d: str(i) for i, d in enumerate(vocab.digits)}
+                chars[vocab.dot] = "."
+                try:
+                    ts.append(float("".join(chars[t] for t in ids[s + 1:e - 2])) if s is not None else None)
+                except (KeyError, ValueError):
+                    ts.append(None)
+                if ts[-1] is None:
+                    ts = spans = None
+                    break
+                spans.append((s, e))
+        items.append(MultimodalItem(modality, tuple(runs), sum(r.length for r in runs), grid, ts, spans))
+    return HandoffLayout(ids, tuple(items), spec, family=family, convention=convention,
+                         tokenizer_digest=tokenizer_digest)

@@ -1,0 +1,89 @@
+"""Qwen3-VL-family mRoPE position ids from token ids + grids, vectorised, bitwise equal to HF.
+
+HF ``get_rope_index`` (the same code for Qwen3-VL, -MoE, Qwen3.5, -MoE, Cosmos3-Omni and -Edge):
+video grids are split into one ``(1, h, w)`` grid per temporal patch; maximal runs of equal token
+type (text / image pad / video pad) are walked in order; text advances the running position by one
+per token; a pad run with grid ``(t, h, w)`` starting at ``p`` gets ``t = p + k // (lh*lw)``,
+``h = p + row``, ``w = p + col`` and then advances ``p`` by ``max(h, w) // merge``.
+``delta = max + 1 - L``. HF loops over groups in Python; this does one pass of numpy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .derive import normalize_grids
+from .errors import GridMismatchError
+from .layout import readonly_ids
+from .spec import TokenSpec
+
+__all__ = ["mrope_positions"]
+
+
+def mrope_positions(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_grid_thw=None,
+                    request_id=None):
+    """Return ``(positions, delta)``: read-only int64 array (3, L) and an int."""
+    ids = readonly_ids(token_ids)
+    n = ids.shape[0]
+    m = spec.merge_size
+    image_grids = normalize_grids(image_grid_thw, "image_grid_thw")
+    video_grids = [(1, h, w) for t, h, w in normalize_grids(video_grid_thw, "video_grid_thw") for _ in range(t)]
+
+    kind = np.zeros(n + 2, dtype=np.int8)
+    kind[1:-1][ids == spec.image_pad] = 1
+    kind[1:-1][ids == spec.video_pad] = 2
+    bounds = np.flatnonzero(kind[1:] != kind[:-1])
+    starts, ends = bounds[:-1], bounds[1:]
+    seg_kind = kind[1:-1][starts] if n else np.zeros(0, dtype=np.int8)
+    mm = seg_kind != 0
+    mm_starts, mm_ends, mm_kind = starts[mm], ends[mm], seg_kind[mm]
+
+    n_img = int((mm_kind == 1).sum())
+    n_vid = int((mm_kind == 2).sum())
+    if n_img > len(image_grids):
+        raise GridMismatchError("image_grid_thw", f">= {n_img} grids (one per image pad run)", len(image_grids),
+                                request_id=request_id)
+    if n_vid > len(video_grids):
+        raise GridMismatchError("video_grid_thw", f">= {n_vid} temporal groups (one per video pad run)",
+                                len(video_grids), request_id=request_id,
+                                hint="a single run for a multi-group video is the stock PD layout")
+    grids = np.zeros((len(mm_kind), 3), dtype=np.int64)
+    if n_img:
+        grids[mm_kind == 1] = np.asarray(image_grids[:n_img], dtype=np.int64)
+    if n_vid:
+        grids[mm_kind == 2] = np.asarray(video_grids[:n_vid], dtype=np.int64)
+    gt, lh, lw = grids[:, 0], grids[:, 1] // m, grids[:, 2] // m
+    run_len = mm_ends - mm_starts
+    bad = run_len != gt * lh * lw
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise GridMismatchError(f"pad run at {int(mm_starts[k])}", f"{int(gt[k] * lh[k] * lw[k])} pads for grid "
+                                f"{tuple(int(v) for v in grids[k])}", int(run_len[k]), request_id=request_id)
+
+    inc = np.ones(n, dtype=np.int64)
+    # mark pad tokens: +1 at run start, -1 at run end (each index set unique), cumsum > 0 inside
+    marks = np.zeros(n + 1, dtype=np.int64)
+    marks[mm_starts] += 1
+    marks[mm_ends] -= 1
+    is_mm = np.cumsum(marks[:-1]) > 0
+    inc[is_mm] = 0
+    if len(mm_ends):
+        inc[mm_ends - 1] = np.maximum(grids[:, 1], grids[:, 2]) // m
+    base = np.empty(n, dtype=np.int64)
+    if n:
+        base[0] = 0
+        np.cumsum(inc[:-1], out=base[1:])
+    pos = np.broadcast_to(base, (3, n)).copy()
+    if len(mm_starts):
+        run_id = np.repeat(np.arange(len(mm_starts)), run_len)
+        idx = np.flatnonzero(is_mm)
+        k = idx - mm_starts[run_id]
+        area = (lh * lw)[run_id]
+        width = lw[run_id]
+        pos[0, idx] += k // area
+        rem = k % area
+        pos[1, idx] += rem // width
+        pos[2, idx] += rem % width
+    delta = int(pos.max()) + 1 - n if n else 0
+    pos.flags.writeable = False
+    return pos, delta

@@ -1,0 +1,211 @@
+"""Adapter registry: family names, HF configs and engine processor classes -> adapters.
+
+Keys:
+- a family name / HF ``model_type`` string (``"qwen3_vl"``);
+- an HF config object (its ``model_type`` is used, and the config is handed to the adapter);
+- a class, a class's instance, or a dotted class name (``"pkg.mod:Qualname"`` or
+  ``"pkg.mod.Qualname"``). Classes resolve along the MRO against registered dotted names, so
+  registering a TensorRT-LLM processor class never imports TensorRT-LLM, a subclass inherits its
+  base's adapter, and an explicit registration on the subclass wins.
+
+Adapters arrive through the entry-point group ``mm_handoff.adapters`` (the built-in families use it
+too), loaded once, on the first lookup. ``MM_HANDOFF_BLOCK_ADAPTERS=name,name`` skips entry points.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import threading
+from typing import Any, Callable, Iterable, Optional, Union
+
+from .errors import AdapterAlreadyRegisteredError, AdapterNotFoundError
+
+__all__ = ["AdapterRegistry", "REGISTRY", "register_adapter", "get_adapter", "class_key", "ENTRY_POINT_GROUP"]
+
+log = logging.getLogger("mm_handoff")
+ENTRY_POINT_GROUP = "mm_handoff.adapters"
+BLOCK_ENV = "MM_HANDOFF_BLOCK_ADAPTERS"
+
+Factory = Callable[..., Any]
+
+
+def class_key(cls_or_name: Union[type, str]) -> str:
+    """Canonical ``module:Qualname`` for a class or a dotted name."""
+    if isinstance(cls_or_name, type):
+        return f"{cls_or_name.__module__}:{cls_or_name.__qualname__}"
+    name = cls_or_name.strip()
+    if ":" in name:
+        return name
+    module, _, qual = name.rpartition(".")
+    return f"{module}:{qual}"
+
+
+def _is_class_name(key: str) -> bool:
+    return ":" in key or "." in key
+
+
+class AdapterRegistry:
+    """Thread-safe registry; lookups by class are cached per class and the cache clears on register."""
+
+    def __init__(self, *, load_entry_points: bool = True) -> None:
+        self._lock = threading.RLock()
+        self._by_name: dict[str, Factory] = {}
+        self._by_class: dict[str, Factory] = {}
+        self._cache: dict[type, Optional[Factory]] = {}
+        self._load_entry_points = load_entry_points
+        self._loaded = not load_entry_points
+
+    # ---------------------------------------------------------------- registration
+    def register(self, keys: Union[str, type, Iterable[Union[str, type]]], factory: Factory, *,
+                 replace: bool = False) -> None:
+        """Register ``factory(tokenizer=None, config=None) -> adapter`` under one or more keys."""
+        if isinstance(keys, (str, type)):
+            keys = [keys]
+        keys = list(keys)
+        if not keys:
+            raise AdapterNotFoundError("keys", "at least one key", keys)
+        if not callable(factory):
+            raise AdapterAlreadyRegisteredError("factory", "a callable", type(factory).__name__)
+        with self._lock:
+            plan = []
+            for key in keys:
+                if isinstance(key, type) or _is_class_name(key):
+                    table, norm = self._by_class, class_key(key)
+                else:
+                    table, norm = self._by_name, key.lower()
+                old = table.get(norm)
+                if old is not None and old is not factory and not replace:
+                    raise AdapterAlreadyRegisteredError(
+                        f"adapter for {norm!r}", "no adapter yet (or replace=True)",
+                        f"{_describe(old)} already registered; refusing {_describe(factory)}")
+                plan.append((table, norm))
+            for table, norm in plan:
+                table[norm] = factory
+            self._cache.clear()
+
+    def unregister(self, key: Union[str, type]) -> None:
+        with self._lock:
+            if isinstance(key, type) or _is_class_name(key):
+                self._by_class.pop(class_key(key), None)
+            else:
+                self._by_name.pop(key.lower(), None)
+            self._cache.clear()
+
+    def families(self) -> list:
+        self._ensure_loaded()
+        return sorted(self._by_name)
+
+    def class_keys(self) -> list:
+        self._ensure_loaded()
+        return sorted(self._by_class)
+
+    # ---------------------------------------------------------------------- lookup
+    def resolve(self, key) -> Factory:
+        """The factory for a key (see module doc for the kinds of key)."""
+        self._ensure_loaded()
+        factory = self._lookup(key)
+        if factory is None:
+            raise AdapterNotFoundError("adapter key", f"one of the known families {self.families()} "
+                                       f"or a class derived from {self.class_keys()}", _key_repr(key))
+        return factory
+
+    def get(self, key, *, tokenizer=None, config=None):
+        """An adapter instance for ``key``, built with the given tokenizer / config."""
+        if config is None and _looks_like_config(key):
+            config = key
+        return self.resolve(key)(tokenizer=tokenizer, config=config)
+
+    def _lookup(self, key) -> Optional[Factory]:
+        with self._lock:
+            if isinstance(key, str):
+                if _is_class_name(key):
+                    return self._by_class.get(class_key(key))
+                return self._by_name.get(key.lower())
+            if _looks_like_config(key):
+                return self._by_name.get(str(key.model_type).lower())
+            cls = key if isinstance(key, type) else type(key)
+            if cls in self._cache:
+                return self._cache[cls]
+            found = None
+            for base in cls.__mro__:
+                found = self._by_class.get(class_key(base))
+                if found is not None:
+                    break
+            self._cache[cls] = found
+            return found
+
+    # ----------------------------------------------------------------- entry points
+    def _ensure_loaded(self) -> None:
+        if self._loaded:
+            return
+        with self._lock:
+            if self._loaded:
+                return
+            self._loaded = True
+            self.load_entry_points()
+
+    def load_entry_points(self) -> list:
+        """Load the ``mm_handoff.adapters`` group; returns the names loaded."""
+        from importlib.metadata import entry_points
+
+        blocked = {n.strip() for n in os.environ.get(BLOCK_ENV, "").split(",") if n.strip()}
+        loaded = []
+        eps = list(entry_points(group=ENTRY_POINT_GROUP))
+        seen_builtin = any(ep.value.startswith("mm_handoff.adapters") for ep in eps)
+        if not seen_builtin:  # running from a source tree without installed metadata
+            eps.append(_SourceTreeBuiltin())
+        for ep in eps:
+            if ep.name in blocked:
+                log.info("mm-handoff: adapter entry point %r blocked by %s", ep.name, BLOCK_ENV)
+                continue
+            try:
+                hook = ep.load()
+                hook(self)
+            except AdapterAlreadyRegisteredError as exc:
+                log.warning("mm-handoff: adapter entry point %r skipped: %s", ep.name, exc)
+                continue
+            except Exception as exc:  # a broken third-party plugin must not break lookups
+                log.warning("mm-handoff: adapter entry point %r failed to load: %s", ep.name, exc)
+                continue
+            loaded.append(ep.name)
+        return loaded
+
+
+class _SourceTreeBuiltin:
+    name = "builtin"
+    value = "mm_handoff.adapters:register_builtin"
+
+    def load(self):
+        return importlib.import_module("mm_handoff.adapters").register_builtin
+
+
+def _looks_like_config(key) -> bool:
+    return not isinstance(key, (str, type)) and isinstance(getattr(key, "model_type", None), str) \
+        and hasattr(key, "to_dict")
+
+
+def _describe(factory) -> str:
+    return getattr(factory, "__qualname__", None) or repr(factory)
+
+
+def _key_repr(key) -> str:
+    if isinstance(key, str):
+        return key
+    if isinstance(key, type):
+        return class_key(key)
+    return f"instance of {class_key(type(key))}"
+
+
+REGISTRY = AdapterRegistry()
+
+
+def register_adapter(keys, factory, *, replace: bool = False) -> None:
+    """Register an adapter factory in the process-wide registry."""
+    REGISTRY.register(keys, factory, replace=replace)
+
+
+def get_adapter(key, *, tokenizer=None, config=None):
+    """Adapter for a family name, HF config, class, instance or dotted class name."""
+    return REGISTRY.get(key, tokenizer=tokenizer, config=config)

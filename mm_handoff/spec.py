@@ -1,0 +1,111 @@
+"""The small, family-specific facts a layout is derived from: token ids and patch sizes.
+
+A :class:`TokenSpec` is all the core needs to find pads, markers and timestamps in an expanded
+prompt. Adapters build one from the HF config / tokenizer (or the released checkpoints' defaults).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Optional
+
+import attrs
+
+from .errors import LayoutError
+
+__all__ = ["TokenSpec", "TimestampVocab", "PAD_ONLY", "REPLACE_WRAPPER", "CONVENTIONS"]
+
+#: transformers >= 5.10.1 replaces only ``<|video_pad|>``; the template's outer markers stay.
+PAD_ONLY = "pad_only"
+#: transformers <= 5.9, vLLM and Cosmos3-Edge replace the whole vs/pad/ve trio.
+REPLACE_WRAPPER = "replace_wrapper"
+CONVENTIONS = (PAD_ONLY, REPLACE_WRAPPER)
+
+
+def _token_id(instance, attribute, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise LayoutError(f"spec.{attribute.name}", "a non-negative int", value)
+
+
+def _positive(instance, attribute, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise LayoutError(f"spec.{attribute.name}", "a positive int", value)
+
+
+@attrs.frozen
+class TimestampVocab:
+    """Token ids of ``<{t:.1f} seconds>``: digits are single tokens in the Qwen vocabularies."""
+
+    #: id of ``<``
+    open: int = attrs.field(validator=_token_id)
+    #: id of ``>``
+    close: int = attrs.field(validator=_token_id)
+    #: id of ``.``
+    dot: int = attrs.field(validator=_token_id)
+    #: id of `` seconds``
+    seconds: int = attrs.field(validator=_token_id)
+    #: ids of ``0`` .. ``9``
+    digits: tuple = attrs.field(converter=tuple)
+
+    @digits.validator
+    def _check_digits(self, attribute, value) -> None:
+        if len(value) != 10 or any(isinstance(d, bool) or not isinstance(d, int) for d in value):
+            raise LayoutError("spec.timestamps.digits", "10 int token ids", value)
+
+    def as_dict(self) -> dict:
+        return {"open": self.open, "close": self.close, "dot": self.dot,
+                "seconds": self.seconds, "digits": list(self.digits)}
+
+
+@attrs.frozen
+class TokenSpec:
+    """Ids and sizes that define a family's multimodal prompt layout."""
+
+    #: ``<|image_pad|>``
+    image_pad: int = attrs.field(validator=_token_id)
+    #: ``<|video_pad|>``
+    video_pad: int = attrs.field(validator=_token_id)
+    #: ``<|vision_start|>``
+    vision_start: int = attrs.field(validator=_token_id)
+    #: ``<|vision_end|>``
+    vision_end: int = attrs.field(validator=_token_id)
+    #: spatial merge size (pads per group = h * w / merge**2)
+    merge_size: int = attrs.field(default=2, validator=_positive)
+    #: frames per temporal patch (2 for Qwen3-VL, 1 for Cosmos3-Edge)
+    temporal_patch_size: int = attrs.field(default=2, validator=_positive)
+    #: timestamp text ids, when the tokenizer is known
+    timestamps: Optional[TimestampVocab] = attrs.field(default=None)
+
+    def __attrs_post_init__(self) -> None:
+        ids = (self.image_pad, self.video_pad, self.vision_start, self.vision_end)
+        if len(set(ids)) != 4:
+            raise LayoutError("spec", "four distinct ids (image_pad, video_pad, vision_start, vision_end)", ids)
+
+    def as_dict(self) -> dict:
+        return {
+            "image_pad": self.image_pad,
+            "video_pad": self.video_pad,
+            "vision_start": self.vision_start,
+            "vision_end": self.vision_end,
+            "merge_size": self.merge_size,
+            "temporal_patch_size": self.temporal_patch_size,
+            "timestamps": None if self.timestamps is None else self.timestamps.as_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TokenSpec":
+        ts = data.get("timestamps")
+        return cls(
+            image_pad=data["image_pad"],
+            video_pad=data["video_pad"],
+            vision_start=data["vision_start"],
+            vision_end=data["vision_end"],
+            merge_size=data["merge_size"],
+            temporal_patch_size=data["temporal_patch_size"],
+            timestamps=None if ts is None else TimestampVocab(**ts),
+        )
+
+    def digest(self) -> str:
+        """A short digest of every id this spec uses: the tokenizer identity on the wire."""
+        text = repr(sorted(self.as_dict().items())).encode()
+        return hashlib.blake2b(text, digest_size=8).hexdigest()

@@ -1,0 +1,137 @@
+"""The shared validator: the single source of every handoff check point.
+
+Pure functions. The TensorRT-LLM glue, the HF reference engine, the CLI and the tests all call
+these, so a rule changes in one place. Each failure is a typed :class:`HandoffError` naming the
+request, the field, the expected and the actual value, plus the likely cause.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+
+from .errors import (
+    EmbeddingCountError,
+    FingerprintMismatchError,
+    GridMismatchError,
+    MropeLengthError,
+    TokenMismatchError,
+)
+from .layout import VIDEO, HandoffLayout, readonly_ids
+
+__all__ = ["validate", "check_mrope_slice", "check_grid", "check_embedding_rows", "check_token_ids"]
+
+_STOCK_HINT = ("the prefill side likely rebuilt the prompt from text (one pad run per item, no timestamps); "
+               "ship the encoder's layout or rebuild it with the family adapter")
+
+
+def _shape_of(value) -> tuple:
+    shape = getattr(value, "shape", None)
+    if shape is None:
+        shape = value
+    try:
+        return tuple(int(d) for d in shape)
+    except (TypeError, ValueError) as exc:
+        raise MropeLengthError("mrope_position_ids.shape", "[3, L] or [3, 1, L]", shape) from exc
+
+
+def check_mrope_slice(mrope_position_ids_or_shape, prompt_len: int, *, begin: int = 0,
+                      end: Optional[int] = None, request_id=None) -> int:
+    """Check that mRoPE ids cover the prompt exactly before ``[:, :, begin:end]`` is taken.
+
+    Accepts an array/tensor or its shape, ``[3, L]`` or ``[3, 1, L]`` (what the context-phase slice
+    in TensorRT-LLM sees). Returns L. Shapes only: no copy, no device sync.
+    """
+    shape = _shape_of(mrope_position_ids_or_shape)
+    if not (len(shape) == 2 and shape[0] == 3) and not (len(shape) == 3 and shape[:2] == (3, 1)):
+        raise MropeLengthError("mrope_position_ids.shape", "[3, L] or [3, 1, L]", list(shape),
+                               request_id=request_id)
+    length = shape[-1]
+    if length != prompt_len:
+        raise MropeLengthError("mrope_position_ids.shape[-1]", f"prompt length {prompt_len}", length,
+                               request_id=request_id,
+                               hint=(_STOCK_HINT if length > prompt_len else
+                                     "the mRoPE ids were computed for a shorter prompt"))
+    stop = prompt_len if end is None else end
+    if not (0 <= begin <= stop <= length):
+        raise MropeLengthError("mrope slice", f"0 <= begin <= end <= {length}", (begin, stop),
+                               request_id=request_id)
+    return length
+
+
+def check_grid(layout: HandoffLayout, *, request_id=None) -> None:
+    """Runs follow the grid: video groups == t and pads per group == h*w/merge^2; images one run."""
+    m2 = layout.spec.merge_size ** 2
+    for i, item in enumerate(layout.items):
+        t, h, w = item.grid_thw
+        if item.modality == VIDEO:
+            if len(item.runs) != t:
+                raise GridMismatchError(f"items[{i}].runs", f"{t} runs for grid {item.grid_thw}", len(item.runs),
+                                        request_id=request_id, hint=_STOCK_HINT)
+            per_group = h * w // m2
+            for g, run in enumerate(item.runs):
+                if run.length != per_group:
+                    raise GridMismatchError(f"items[{i}].runs[{g}].length",
+                                            f"{per_group} pads per group for grid {item.grid_thw}", run.length,
+                                            request_id=request_id)
+        elif len(item.runs) != 1:
+            raise GridMismatchError(f"items[{i}].runs", f"1 run for image grid {item.grid_thw}", len(item.runs),
+                                    request_id=request_id)
+
+
+def check_embedding_rows(layout: HandoffLayout, embedding_rows, *, request_id=None) -> None:
+    """Pads vs the encoder's rows: a total, or one count per item in prompt order."""
+    if isinstance(embedding_rows, (int, np.integer)):
+        if int(embedding_rows) != layout.num_pads:
+            raise EmbeddingCountError("embedding_rows", f"{layout.num_pads} (pads in the prompt)",
+                                      int(embedding_rows), request_id=request_id)
+        return
+    rows = [int(r) for r in embedding_rows]
+    expected = layout.multimodal_embedding_lengths
+    if rows != expected:
+        raise EmbeddingCountError("embedding_rows", f"{expected} (pads per item)", rows, request_id=request_id)
+
+
+def check_token_ids(expected_ids, actual_ids, *, request_id=None, field: str = "prompt_token_ids",
+                    context: int = 3) -> None:
+    """Token ids equal; otherwise name the first differing index and the tokens around it."""
+    a = readonly_ids(expected_ids, field)
+    b = readonly_ids(actual_ids, field)
+    if a.shape == b.shape and np.array_equal(a, b):
+        return
+    n = min(a.shape[0], b.shape[0])
+    diff = np.flatnonzero(a[:n] != b[:n])
+    index = int(diff[0]) if diff.size else n
+    lo = max(0, index - context)
+    raise TokenMismatchError(f"{field} (length)" if a.shape != b.shape else field,
+                             f"{a.shape[0]} ids", f"{b.shape[0]} ids", index=index,
+                             expected_context=a[lo:index + context + 1].tolist(),
+                             actual_context=b[lo:index + context + 1].tolist(),
+                             request_id=request_id,
+                             hint=_STOCK_HINT if a.shape[0] > b.shape[0] else None)
+
+
+def validate(layout: HandoffLayout, *, prompt_token_ids=None, mrope_position_ids=None,
+             embedding_rows=None, fingerprint: Optional[str] = None, request_id=None) -> HandoffLayout:
+    """Check a layout against what the prefill side is about to use; return it unchanged.
+
+    Order: mRoPE length (the silent-slice bug), pads vs embedding rows, runs vs grid, fingerprint,
+    token ids. The first failure raises.
+    """
+    if mrope_position_ids is not None:
+        check_mrope_slice(mrope_position_ids, layout.prompt_len, request_id=request_id)
+    if prompt_token_ids is not None and len(prompt_token_ids) != layout.prompt_len and mrope_position_ids is None:
+        if layout.mrope_position_ids is not None:
+            check_mrope_slice(layout.mrope_position_ids, len(prompt_token_ids), request_id=request_id)
+    if embedding_rows is not None:
+        check_embedding_rows(layout, embedding_rows, request_id=request_id)
+    check_grid(layout, request_id=request_id)
+    if fingerprint is not None:
+        actual = layout.fingerprint(include_mrope=False)
+        if fingerprint != actual:
+            raise FingerprintMismatchError("fingerprint", fingerprint, actual, request_id=request_id,
+                                           hint="the prefill layout is not the one the encoder described")
+    if prompt_token_ids is not None:
+        check_token_ids(layout.token_ids, prompt_token_ids, request_id=request_id)
+    return layout

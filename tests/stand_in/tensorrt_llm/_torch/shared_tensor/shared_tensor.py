@@ -1,0 +1,60 @@
+"""Stand-in for ``tensorrt_llm/_torch/shared_tensor/shared_tensor.py``.
+
+Upstream (@ 26f204627ad82077ec8490879ef633c6968e7b1c) turns a torch tensor into
+a dict of CUDA-IPC (``method_key`` 1) or shared-CPU-storage (``method_key`` 2)
+handles, and ``from_dict`` reads only the keys it needs (extra keys are
+ignored). Here the "handle" is a CPU-style dict (``method_key`` 2) with the
+same key names, and the storage travels INLINE as bytes under
+``storage_handle`` (so handles survive pickling into a spawned worker).
+A handle whose ``storage_handle`` is ``None`` is "shape only": restoring it
+gives zeros of ``tensor_size`` (used for the fake encoder embeddings, which
+can be large).
+"""
+
+from typing import Any, Dict, Optional
+
+import numpy as np
+
+
+class _SharedTensorRebuildMethodRegistry:
+    REBUILD_CUDA = 1
+    REBUILD_CPU = 2
+
+
+class SharedTensorContainer:
+    def __init__(self, array: Optional[np.ndarray], meta: Dict[str, Any]) -> None:
+        self._array = array
+        self._meta = meta
+
+    @classmethod
+    def from_tensor(cls, tensor: np.ndarray, *, shape_only: bool = False) -> "SharedTensorContainer":
+        arr = np.ascontiguousarray(np.asarray(tensor))
+        meta = {
+            "method_key": _SharedTensorRebuildMethodRegistry.REBUILD_CPU,
+            "tensor_size": [int(d) for d in arr.shape],
+            "tensor_stride": [int(s // max(arr.itemsize, 1)) for s in arr.strides],
+            "tensor_storage_offset": 0,
+            "manager_handle": "stand-in-inline",
+            "storage_handle": None if shape_only else arr.tobytes(),
+            "storage_size": int(arr.nbytes),
+            "storage_dtype": str(arr.dtype),
+        }
+        return cls(arr, meta)
+
+    def dump_to_dict(self) -> Dict[str, Any]:
+        return dict(self._meta)
+
+    @classmethod
+    def from_dict(cls, handle: Dict[str, Any]) -> "SharedTensorContainer":
+        # Read only what is needed; any extra key is ignored (as upstream).
+        shape = tuple(int(d) for d in handle["tensor_size"])
+        dtype = np.dtype(handle.get("storage_dtype", "float32"))
+        raw = handle.get("storage_handle")
+        if raw is None:
+            arr = np.zeros(shape, dtype=dtype)
+        else:
+            arr = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+        return cls(arr, dict(handle))
+
+    def get_local_view(self) -> np.ndarray:
+        return self._array

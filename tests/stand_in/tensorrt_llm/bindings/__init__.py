@@ -1,0 +1,1 @@
+"""Stand-in for the C++ bindings package ``tensorrt_llm.bindings`` (pure Python)."""
