@@ -60,30 +60,29 @@ def mrope_positions(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_gr
         raise GridMismatchError(f"pad run at {int(mm_starts[k])}", f"{int(gt[k] * lh[k] * lw[k])} pads for grid "
                                 f"{tuple(int(v) for v in grids[k])}", int(run_len[k]), request_id=request_id)
 
-    inc = np.ones(n, dtype=np.int64)
-    # mark pad tokens: +1 at run start, -1 at run end (each index set unique), cumsum > 0 inside
-    marks = np.zeros(n + 1, dtype=np.int64)
-    marks[mm_starts] += 1
-    marks[mm_ends] -= 1
-    is_mm = np.cumsum(marks[:-1]) > 0
-    inc[is_mm] = 0
-    if len(mm_ends):
-        inc[mm_ends - 1] = np.maximum(grids[:, 1], grids[:, 2]) // m
-    base = np.empty(n, dtype=np.int64)
-    if n:
-        base[0] = 0
-        np.cumsum(inc[:-1], out=base[1:])
-    pos = np.broadcast_to(base, (3, n)).copy()
-    if len(mm_starts):
-        run_id = np.repeat(np.arange(len(mm_starts)), run_len)
-        idx = np.flatnonzero(is_mm)
-        k = idx - mm_starts[run_id]
-        area = (lh * lw)[run_id]
-        width = lw[run_id]
-        pos[0, idx] += k // area
-        rem = k % area
-        pos[1, idx] += rem // width
-        pos[2, idx] += rem % width
+    # Text token i sits at i + shift(i), where shift grows by (advance - run length) after each pad
+    # run. A pad at offset k of a run starting at s has base s + shift = i - k, so every row is
+    # arange(n) + shift + (pattern(k) - k): one dense add, with per-shape patterns built once.
+    adv = np.maximum(grids[:, 1], grids[:, 2]) // m
+    steps = np.zeros(n + 1, dtype=np.int64)
+    steps[mm_ends] = adv - run_len
+    shift = np.cumsum(steps[:n])
+    shift += np.arange(n, dtype=np.int64)
+    pieces, cursor, patterns = [], 0, {}
+    for s, e, t_, h_, w_ in zip(mm_starts.tolist(), mm_ends.tolist(), gt.tolist(), lh.tolist(), lw.tolist()):
+        pat = patterns.get((t_, h_, w_))
+        if pat is None:
+            k = np.arange(t_ * h_ * w_, dtype=np.int64)
+            rem = k % (h_ * w_)
+            pat = patterns[(t_, h_, w_)] = np.stack((k // (h_ * w_) - k, rem // w_ - k, rem % w_ - k))
+        if s > cursor:
+            pieces.append(np.zeros((3, s - cursor), dtype=np.int64))
+        pieces.append(pat)
+        cursor = e
+    if n > cursor:
+        pieces.append(np.zeros((3, n - cursor), dtype=np.int64))
+    pos = np.concatenate(pieces, axis=1) if len(pieces) > 1 else (pieces[0].copy() if pieces else np.zeros((3, 0), dtype=np.int64))
+    pos += shift
     delta = int(pos.max()) + 1 - n if n else 0
     pos.flags.writeable = False
     return pos, delta

@@ -26,14 +26,15 @@ _STOCK_HINT = ("the prefill side likely rebuilt the prompt from text (one pad ru
                "ship the encoder's layout or rebuild it with the family adapter")
 
 
-def _shape_of(value) -> tuple:
+def _shape_of(value, request_id=None) -> tuple:
     shape = getattr(value, "shape", None)
     if shape is None:
         shape = value
     try:
         return tuple(int(d) for d in shape)
     except (TypeError, ValueError) as exc:
-        raise MropeLengthError("mrope_position_ids.shape", "[3, L] or [3, 1, L]", shape) from exc
+        raise MropeLengthError("mrope_position_ids.shape", "[3, L] or [3, 1, L]", shape,
+                               request_id=request_id) from exc
 
 
 def check_mrope_slice(mrope_position_ids_or_shape, prompt_len: int, *, begin: int = 0,
@@ -43,7 +44,7 @@ def check_mrope_slice(mrope_position_ids_or_shape, prompt_len: int, *, begin: in
     Accepts an array/tensor or its shape, ``[3, L]`` or ``[3, 1, L]`` (what the context-phase slice
     in TensorRT-LLM sees). Returns L. Shapes only: no copy, no device sync.
     """
-    shape = _shape_of(mrope_position_ids_or_shape)
+    shape = _shape_of(mrope_position_ids_or_shape, request_id)
     if not (len(shape) == 2 and shape[0] == 3) and not (len(shape) == 3 and shape[:2] == (3, 1)):
         raise MropeLengthError("mrope_position_ids.shape", "[3, L] or [3, 1, L]", list(shape),
                                request_id=request_id)

@@ -65,11 +65,8 @@ def _b64(arr: np.ndarray) -> str:
 
 def to_wire(layout: HandoffLayout) -> dict:
     """Encode a layout as a JSON-safe dict (see module doc for what it carries)."""
-    ids = layout.token_ids
-    n = ids.shape[0]
-    change = np.flatnonzero(ids[1:] != ids[:-1]) + 1
-    starts = np.concatenate(([0], change))
-    counts = np.diff(np.append(starts, n))
+    n = layout.prompt_len
+    values, counts = layout.rle()
     items = []
     for item in layout.items:
         items.append({
@@ -87,7 +84,7 @@ def to_wire(layout: HandoffLayout) -> dict:
         "tokenizer_digest": layout.tokenizer_digest,
         "spec": layout.spec.as_dict(),
         "length": int(n),
-        "ids": {"values": _b64(ids[starts]), "counts": _b64(counts)},
+        "ids": {"values": _b64(values), "counts": _b64(counts)},
         "items": items,
         "mrope_position_delta": layout.mrope_position_delta,
         "checksum": wire_checksum(layout),

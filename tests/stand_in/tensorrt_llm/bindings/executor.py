@@ -27,3 +27,29 @@ class MultimodalInput:
 
     def __init__(self, **kwargs: Any) -> None:
         self.__dict__.update(kwargs)
+
+
+class Request:
+    """Record standing in for the C++ ``executor.Request`` built by ``BaseWorker._enqueue_request``."""
+
+    def __init__(
+        self,
+        *,
+        client_id: int,
+        input_token_ids: List[int],
+        max_tokens: Optional[int] = None,
+        multimodal_input: Optional[MultimodalInput] = None,
+        multimodal_embedding: Any = None,
+        mrope_config: Any = None,
+        context_phase_params: Optional[ContextPhaseParams] = None,
+        type: RequestType = RequestType.REQUEST_TYPE_CONTEXT_AND_GENERATION,
+        **kwargs: Any,
+    ) -> None:
+        self.client_id = client_id
+        self.input_token_ids = list(input_token_ids)
+        self.max_tokens = max_tokens
+        self.multimodal_input = multimodal_input
+        self.context_phase_params = context_phase_params
+        self.type = type
+        self.py_multimodal_data = None
+        self.py_disaggregated_params = None

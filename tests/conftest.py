@@ -1,0 +1,22 @@
+"""Shared test set-up: hypothesis profiles and registry isolation.
+
+Profiles: ``ci`` (default, >= 2,000 examples per property), ``dev`` (fast), ``deep``
+(100,000 examples; run with ``pytest --hypothesis-profile=deep tests/core/test_fuzz_wire.py``).
+"""
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("ci", max_examples=2000, deadline=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("dev", max_examples=100, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("deep", max_examples=100_000, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# Test helpers (handoff_strategies) live beside this file; importlib mode does not put it on sys.path.
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))

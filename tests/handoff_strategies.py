@@ -1,0 +1,55 @@
+"""Hypothesis strategies: valid expanded prompts of every family, built the way HF builds them."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from mm_handoff.adapters import FAMILIES
+
+#: plain text ids, clear of every family's special ids and of the timestamp pieces
+TEXT_IDS = st.integers(min_value=100, max_value=5000)
+LAYOUT_FAMILIES = ["qwen3_vl", "qwen3_vl_moe", "cosmos3_omni", "qwen3_5", "qwen3_5_moe"]
+
+
+@st.composite
+def video_metadata(draw, frames: int):
+    fps = draw(st.sampled_from([24.0, 30.0, 29.97, 25.0, 2.0, 60.0]))
+    step = draw(st.integers(min_value=1, max_value=30))
+    start = draw(st.integers(min_value=0, max_value=50))
+    return {"fps": fps, "frames_indices": [start + i * step for i in range(frames)],
+            "total_num_frames": start + frames * step}
+
+
+@st.composite
+def prompts(draw, family: str | None = None, *, max_items: int = 3, convention: str | None = None):
+    """(adapter, raw_prompt_ids, image_grids, video_grids, video_metadata, expanded_ids)."""
+    family = family or draw(st.sampled_from(LAYOUT_FAMILIES))
+    convention = convention or draw(st.sampled_from(["pad_only", "replace_wrapper"]))
+    adapter = FAMILIES[family](convention=convention)
+    spec = adapter.spec
+    m = spec.merge_size
+    raw = draw(st.lists(TEXT_IDS, min_size=1, max_size=6))
+    image_grids, video_grids, metas = [], [], []
+    for _ in range(draw(st.integers(min_value=0, max_value=max_items))):
+        raw += [spec.vision_start]
+        if draw(st.booleans()):
+            raw += [spec.image_pad]
+            image_grids.append((1, m * draw(st.integers(1, 4)), m * draw(st.integers(1, 4))))
+        else:
+            raw += [spec.video_pad]
+            frames = draw(st.integers(1, 9))
+            t = -(-frames // spec.temporal_patch_size)
+            video_grids.append((t, m * draw(st.integers(1, 3)), m * draw(st.integers(1, 3))))
+            metas.append(draw(video_metadata(frames)))
+        raw += [spec.vision_end] + draw(st.lists(TEXT_IDS, min_size=0, max_size=4))
+    expanded = adapter.rebuild_token_ids(raw, image_grid_thw=image_grids, video_grid_thw=video_grids,
+                                         video_metadata=metas)
+    return adapter, raw, image_grids, video_grids, metas, expanded
+
+
+@st.composite
+def layouts(draw, family: str | None = None, mrope: bool | None = None):
+    adapter, _, image_grids, video_grids, _, expanded = draw(prompts(family))
+    with_mrope = draw(st.booleans()) if mrope is None else mrope
+    return adapter.derive_layout(expanded, image_grid_thw=image_grids, video_grid_thw=video_grids,
+                                 mrope=with_mrope)

@@ -1,0 +1,64 @@
+"""Stand-in for ``tensorrt_llm/_torch/models/modeling_qwen3_5.py`` (VLM wrappers only).
+
+Mirrors NVIDIA/TensorRT-LLM @ 00620eb025e7c24895986e1042380bd1be4426d9:
+``_Qwen3_5VLModel(Qwen3VLModelBase)`` and its two registered subclasses
+``Qwen3_5MoeVLModel`` (``qwen3_5_moe``) and ``Qwen3_5VLModel`` (``qwen3_5``),
+both registering ``Qwen3VLInputProcessorBase`` directly (upstream has NO
+processor wrapper class in this file) with ``@support_multimodal_disaggregated``
+(``# TODO(TRTLLM-13417)``). The text-only ``Qwen3_5*ForCausalLM`` classes and
+all model internals are omitted.
+"""
+
+from typing import List
+
+from ...inputs import (
+    ContentFormat,
+    MultimodalPlaceholderMetadata,
+    MultimodalPlaceholderPlacement,
+    register_input_processor,
+    support_multimodal_disaggregated,
+)
+from .modeling_qwen3vl import Qwen3VisionModel, Qwen3VisionModelBase, Qwen3VLInputProcessorBase, Qwen3VLModelBase
+from .modeling_utils import register_auto_model, register_vision_encoder
+
+_QWEN3_5_VL_PLACEHOLDER_METADATA = MultimodalPlaceholderMetadata(
+    placeholder_map={
+        "image": "<|vision_start|><|image_pad|><|vision_end|>",
+        "video": "<|vision_start|><|video_pad|><|vision_end|>",
+    },
+    placeholder_placement=MultimodalPlaceholderPlacement.BEFORE_TEXT,
+    placeholders_separator="",
+    content_format=ContentFormat.STRING,
+)
+
+
+class _Qwen3_5VLModel(Qwen3VLModelBase):
+    @property
+    def multimodal_data_device_paths(self) -> List[str]:
+        return [
+            "image.pixel_values",
+            "video.pixel_values_videos",
+            "multimodal_embedding",
+            "mrope_config.mrope_position_ids",
+            "mrope_config.mrope_position_deltas",
+        ]
+
+
+@support_multimodal_disaggregated
+@register_vision_encoder(Qwen3VisionModelBase, vlm_base_model=Qwen3VisionModel)
+@register_auto_model("Qwen3_5MoeForConditionalGeneration")
+@register_input_processor(
+    Qwen3VLInputProcessorBase, model_type="qwen3_5_moe", placeholder_metadata=_QWEN3_5_VL_PLACEHOLDER_METADATA
+)
+class Qwen3_5MoeVLModel(_Qwen3_5VLModel):
+    """Qwen3 vision encoder + Qwen3.5 MoE text decoder."""
+
+
+@support_multimodal_disaggregated
+@register_vision_encoder(Qwen3VisionModelBase, vlm_base_model=Qwen3VisionModel)
+@register_auto_model("Qwen3_5ForConditionalGeneration")
+@register_input_processor(
+    Qwen3VLInputProcessorBase, model_type="qwen3_5", placeholder_metadata=_QWEN3_5_VL_PLACEHOLDER_METADATA
+)
+class Qwen3_5VLModel(_Qwen3_5VLModel):
+    """Qwen3 vision encoder + dense Qwen3.5 text decoder."""
