@@ -427,9 +427,9 @@ def create_input_processor_with_hash(input_processor, hash_lib=default_hasher, *
             multimodal_data["special_token_offsets"] = special_offsets
 
         if order:
-            hashes_flat = [mm_hashes.hashes[e["modality"]][e["index"]] for e in order]
+            hashes_flat = [mm_hashes[e["modality"]][e["index"]] for e in order]
         else:
-            hashes_flat = [h for hs in mm_hashes.hashes.values() for h in hs]
+            hashes_flat = [h for hs in mm_hashes.values() for h in hs]
         if mm_uuids_by_key is None:
             uuid_list = None
         elif order:

@@ -1,0 +1,285 @@
+"""``mm-handoff``: demo, inspect, diff, selfcheck, bench, doctor, run.
+
+Engine imports happen inside the commands, so ``mm-handoff --help`` stays fast. Bad input (a
+missing file, bad JSON, an invalid layout) ends with one ``mm-handoff: error: ...`` line on stderr
+and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Optional, Sequence
+
+__all__ = ["main"]
+
+
+class CliError(Exception):
+    """A user-facing failure: printed as one line, exit code 2."""
+
+
+# ----------------------------------------------------------------------------- input parsing
+def _read_json(path: str):
+    try:
+        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+    except OSError as exc:
+        raise CliError(f"cannot read {path!r}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise CliError(f"{path!r} is not UTF-8 text") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise CliError(f"{path!r} is not valid JSON ({exc})") from None
+
+
+def _grids(value, name: str):
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise CliError(f"--{name.replace('_', '-')} must be JSON like [[20,36,66]]") from None
+    if not isinstance(value, list) or not all(isinstance(g, list) and len(g) == 3 for g in value):
+        raise CliError(f"{name} must be a list of [t, h, w] triples")
+    return value
+
+
+def load_layout(path: str, *, family: Optional[str] = None, image_grid_thw=None, video_grid_thw=None):
+    """A layout from a wire payload, an object with token ids + grids, or a bare list of ids."""
+    from . import HandoffError, from_wire, get_adapter
+
+    data = _read_json(path)
+    try:
+        if isinstance(data, dict) and data.get("format") == "mm-handoff.layout":
+            return from_wire(data)
+        if isinstance(data, list):
+            data = {"token_ids": data}
+        if not isinstance(data, dict) or "token_ids" not in data:
+            raise CliError(f"{path!r}: expected a wire payload, a list of token ids, or an object with "
+                           f"'token_ids' (and optional 'family', 'image_grid_thw', 'video_grid_thw')")
+        fam = family or data.get("family") or "qwen3_vl"
+        if not isinstance(fam, str):
+            raise CliError(f"{path!r}: 'family' must be a string")
+        adapter = get_adapter(fam)
+        return adapter.derive_layout(
+            data["token_ids"],
+            image_grid_thw=_grids(image_grid_thw if image_grid_thw is not None else data.get("image_grid_thw"),
+                                  "image_grid_thw"),
+            video_grid_thw=_grids(video_grid_thw if video_grid_thw is not None else data.get("video_grid_thw"),
+                                  "video_grid_thw"),
+            mrope=False,
+        )
+    except HandoffError as exc:
+        raise CliError(f"{path!r}: {exc}") from None
+
+
+def layout_summary(layout) -> dict:
+    """A JSON-friendly description of a layout (used by inspect and the demo)."""
+    return {
+        "family": layout.family,
+        "convention": layout.convention,
+        "length": layout.prompt_len,
+        "fingerprint": layout.fingerprint(include_mrope=False),
+        "vision_start": layout.vision_start_positions.tolist(),
+        "vision_end": layout.vision_end_positions.tolist(),
+        "items": [
+            {
+                "modality": item.modality,
+                "grid_thw": list(item.grid_thw),
+                "embedding_length": item.embedding_length,
+                "runs": [[r.offset, r.length] for r in item.runs],
+                "timestamps": None if item.timestamps is None else list(item.timestamps),
+                "timestamp_spans": None if item.timestamp_spans is None else [list(s) for s in item.timestamp_spans],
+            }
+            for item in layout.items
+        ],
+        "trtllm": {k: v for k, v in layout.to_disagg_prefill_inputs().items() if k != "prompt_token_ids"},
+    }
+
+
+def _short_runs(runs) -> str:
+    if len(runs) <= 4:
+        return " ".join(f"[{o},{o + n})" for o, n in runs)
+    lens = {n for _, n in runs}
+    size = f"{lens.pop()} each" if len(lens) == 1 else "mixed"
+    return f"{len(runs)} runs ({size}) from {runs[0][0]} to {runs[-1][0] + runs[-1][1]}"
+
+
+def format_layout(summary: dict) -> str:
+    lines = [f"family {summary['family']}  convention {summary['convention']}  length {summary['length']}  "
+             f"fingerprint {summary['fingerprint']}",
+             f"vision_start x{len(summary['vision_start'])}  vision_end x{len(summary['vision_end'])}"]
+    for k, item in enumerate(summary["items"]):
+        ts = item["timestamps"]
+        ts_text = "-" if ts is None else (" ".join(f"{t:.1f}" for t in ts[:8]) + (" ..." if len(ts) > 8 else ""))
+        lines.append(f"  item {k}: {item['modality']:5s} grid {item['grid_thw']}  rows {item['embedding_length']}  "
+                     f"runs {_short_runs(item['runs'])}  timestamps {ts_text}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------- commands
+def cmd_inspect(args) -> int:
+    layout = load_layout(args.file, family=args.family, image_grid_thw=args.image_grid_thw,
+                         video_grid_thw=args.video_grid_thw)
+    summary = layout_summary(layout)
+    print(json.dumps(summary, indent=1) if args.json else format_layout(summary))
+    return 0
+
+
+def describe_difference(a, b) -> Optional[str]:
+    """The first difference between two layouts, in words; None when equal."""
+    from .validate import check_token_ids
+    from .errors import TokenMismatchError
+
+    if a.family != b.family:
+        return f"family: {a.family} vs {b.family}"
+    if a.convention != b.convention:
+        return f"convention: {a.convention} vs {b.convention}"
+    try:
+        check_token_ids(a.token_ids, b.token_ids)
+    except TokenMismatchError as exc:
+        return (f"token ids: lengths {a.prompt_len} vs {b.prompt_len}; first difference at index {exc.index}: "
+                f"{exc.expected_context} vs {exc.actual_context}")
+    for k, (x, y) in enumerate(zip(a.items, b.items)):
+        if x != y:
+            for field in ("modality", "grid_thw", "embedding_length", "runs", "timestamps", "timestamp_spans"):
+                if getattr(x, field) != getattr(y, field):
+                    return f"items[{k}].{field}: {getattr(x, field)!r:.200} vs {getattr(y, field)!r:.200}"
+    if len(a.items) != len(b.items):
+        return f"items: {len(a.items)} vs {len(b.items)}"
+    return None
+
+
+def cmd_diff(args) -> int:
+    a = load_layout(args.a, family=args.family)
+    b = load_layout(args.b, family=args.family)
+    diff = describe_difference(a, b)
+    if args.json:
+        print(json.dumps({"equal": diff is None, "difference": diff}))
+    else:
+        print("layouts are equal" if diff is None else f"layouts differ: {diff}")
+    return 0 if diff is None else 1
+
+
+def cmd_selfcheck(args) -> int:
+    """Exercise the core end to end on the 720p40 layout without any engine."""
+    import time
+
+    from . import get_adapter, validate
+    from .errors import MropeLengthError
+    from .wire import from_wire
+
+    adapter = get_adapter(args.family)
+    s = adapter.spec
+    raw = [1, 2, s.vision_start, s.video_pad, s.vision_end, 3, 4]
+    meta = {"fps": 24.0, "frames_indices": list(range(40)), "total_num_frames": 40}
+    grid = [[20, 36, 66]]
+    t0 = time.perf_counter()
+    agg = adapter.derive_layout(adapter.rebuild_token_ids(raw, video_grid_thw=grid, video_metadata=[meta]),
+                                video_grid_thw=grid)
+    stock = adapter.derive_layout(adapter.stock_token_ids(raw, video_grid_thw=grid), video_grid_thw=grid, mrope=False)
+    back = from_wire(json.dumps(agg.to_wire()))
+    validate(back, embedding_rows=11880)
+    try:
+        validate(stock, mrope_position_ids=agg.mrope_position_ids, request_id="selfcheck")
+        verdict = "NOT CAUGHT"
+    except MropeLengthError as exc:
+        verdict = f"caught: {exc}"
+    ms = (time.perf_counter() - t0) * 1e3
+    print(f"{adapter.family}: aggregated {agg.prompt_len} ids, stock {stock.prompt_len} ids "
+          f"(+{agg.prompt_len - stock.prompt_len}); wire round trip ok; stock path {verdict}; {ms:.1f} ms")
+    return 0 if verdict.startswith("caught") else 1
+
+
+def cmd_demo(args) -> int:
+    from .demo import run_demo
+    return run_demo(args)
+
+
+def cmd_bench(args) -> int:
+    from .bench import run_bench
+    return run_bench(args)
+
+
+def cmd_doctor(args) -> int:
+    from .trtllm.doctor import run_doctor
+    return run_doctor(args)
+
+
+def cmd_run(args) -> int:
+    from .trtllm.launcher import run_command
+    return run_command(args.command)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ._version import __version__
+
+    p = argparse.ArgumentParser(prog="mm-handoff", description=__doc__.splitlines()[0])
+    p.add_argument("--version", action="version", version=f"mm-handoff {__version__}")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    d = sub.add_parser("demo", help="show the E/PD video bug and the fix on a tiny Qwen3-VL (TensorRT-LLM #20138)")
+    d.add_argument("--family", default="qwen3_vl",
+                   choices=["qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "cosmos3_omni"])
+    d.add_argument("--frames", type=int, default=40)
+    d.add_argument("--height", type=int, default=224)
+    d.add_argument("--width", type=int, default=224)
+    d.add_argument("--fps", type=float, default=24.0)
+    d.add_argument("--720p", dest="hd", action="store_true", help="the bug report's 720x1280 clip (slow: ~1 min)")
+    d.add_argument("--max-new-tokens", type=int, default=6)
+    d.add_argument("--json", action="store_true", help="machine-readable report on stdout")
+    d.set_defaults(func=cmd_demo)
+
+    i = sub.add_parser("inspect", help="print the layout of a prompt's token ids (file or - for stdin)")
+    i.add_argument("file")
+    i.add_argument("--family")
+    i.add_argument("--image-grid-thw")
+    i.add_argument("--video-grid-thw")
+    i.add_argument("--json", action="store_true")
+    i.set_defaults(func=cmd_inspect)
+
+    df = sub.add_parser("diff", help="compare two layouts and name the first difference (exit 1 if they differ)")
+    df.add_argument("a")
+    df.add_argument("b")
+    df.add_argument("--family")
+    df.add_argument("--json", action="store_true")
+    df.set_defaults(func=cmd_diff)
+
+    sc = sub.add_parser("selfcheck", help="engine-free end-to-end check of the core")
+    sc.add_argument("--family", default="qwen3_vl")
+    sc.set_defaults(func=cmd_selfcheck)
+
+    b = sub.add_parser("bench", help="run the CPU benchmark suite and print a table")
+    b.add_argument("--plot", metavar="PNG", help="also save per-request overhead vs prompt length")
+    b.add_argument("--json", metavar="FILE", help="also save the raw figures")
+    b.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run)")
+    b.set_defaults(func=cmd_bench)
+
+    dr = sub.add_parser("doctor", help="TensorRT-LLM: versions, hook points, patch status")
+    dr.set_defaults(func=cmd_doctor)
+
+    r = sub.add_parser("run", help="run CMD with mm-handoff installed in every Python process it starts")
+    r.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
+    r.set_defaults(func=cmd_run)
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    from .errors import HandoffError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (CliError, HandoffError) as exc:
+        print(f"mm-handoff: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("mm-handoff: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""The wheel holds no top-level ``adapters`` and ``import mm_handoff`` needs only attrs and numpy."""
+
+import os
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(out), str(ROOT)], check=True)
+    (path,) = out.glob("mm_handoff-*.whl")
+    return path
+
+
+def test_wheel_layout(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names}
+    assert "adapters" not in tops and "tests" not in tops and "benchmarks" not in tops
+    assert "mm_handoff/adapters/__init__.py" in names and "mm_handoff/py.typed" in names
+    meta = next(n for n in names if n.endswith("METADATA"))
+    requires = [l for l in zipfile.ZipFile(wheel).read(meta).decode().splitlines() if l.startswith("Requires-Dist")]
+    core = [r for r in requires if "extra ==" not in r]
+    assert sorted(r.split()[1].split(">")[0] for r in core) == ["attrs", "numpy"]
+    entry = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "mm_handoff.adapters:register_builtin" in zipfile.ZipFile(wheel).read(entry).decode()
+
+
+def test_import_without_engines(wheel, tmp_path):
+    """A fresh environment with only attrs + numpy imports mm_handoff and resolves every family."""
+    env_dir = tmp_path / "env"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    py = env_dir / "bin" / "python"
+    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    import attrs, numpy  # copy the two dependencies from this environment, nothing else
+    for mod in (attrs, numpy):
+        src = Path(mod.__file__).parent
+        os.symlink(src, Path(site) / src.name)
+    os.symlink(Path(attrs.__file__).parent.parent / "attr", Path(site) / "attr")
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(site)
+    code = ("import sys, mm_handoff; from mm_handoff import get_adapter; "
+            "import mm_handoff.adapters, mm_handoff.trtllm, mm_handoff.hf; "
+            "a = get_adapter('qwen3_5'); assert a.family == 'qwen3_5'; "
+            "bad = [m for m in ('torch', 'transformers', 'tensorrt_llm') if m in sys.modules]; "
+            "assert not bad, bad; print('ok')")
+    result = subprocess.run([str(py), "-c", code], capture_output=True, text=True, cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"

@@ -1,0 +1,153 @@
+"""Wire form: round trip, JSON safety, and every corruption ends in a typed, field-naming error."""
+
+import base64
+import copy
+import json
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from handoff_strategies import layouts
+from mm_handoff import (HandoffError, HandoffLayout, WireChecksumError, WireFormatError, WireLimitError,
+                        WireLimits, WireVersionError, from_wire, get_adapter)
+
+RAW = [151644, 872, 198, 151652, 151656, 151653, 74785, 419, 2766, 13, 151645, 198, 151644, 77091, 198]
+
+
+@pytest.fixture(scope="module")
+def layout():
+    a = get_adapter("qwen3_vl")
+    meta = {"fps": 24.0, "frames_indices": list(range(40)), "total_num_frames": 40}
+    ids = a.rebuild_token_ids(RAW, video_grid_thw=[[20, 36, 66]], video_metadata=[meta])
+    return a.derive_layout(ids, video_grid_thw=[[20, 36, 66]])
+
+
+def test_round_trip_through_json(layout):
+    """to_wire -> JSON -> from_wire gives the same layout minus the (recomputable) mRoPE ids."""
+    wire = layout.to_wire()
+    text = json.dumps(wire)
+    back = HandoffLayout.from_wire(text)
+    assert back == layout.with_mrope(None, layout.mrope_position_delta)
+    assert back.mrope_position_ids is None and back.mrope_position_delta == -11220
+    assert back.fingerprint(include_mrope=False) == layout.fingerprint(include_mrope=False)
+    assert len(text) < 4000  # 12,054 ids in ~3 KB
+    # it fits inside a handle dict as an extra key and survives JSON there too
+    handle = {"tensor_size": [11880, 16384], "method_key": 2, "mm_handoff.layout": wire}
+    assert from_wire(json.loads(json.dumps(handle))["mm_handoff.layout"]) == back
+
+
+@given(layouts())
+def test_round_trip_property(lay):
+    back = from_wire(json.loads(json.dumps(lay.to_wire())))
+    assert back == lay.with_mrope(None, lay.mrope_position_delta)
+
+
+def _mutations(draw, wire):
+    """One single-field corruption of a valid payload."""
+    w = copy.deepcopy(wire)
+    kind = draw(st.sampled_from(["drop", "extra", "retype", "perturb_int", "flip_ids", "truncate_ids",
+                                 "reorder_runs", "checksum", "version", "item_field", "spec_field"]))
+    junk = draw(st.one_of(st.none(), st.booleans(), st.integers(-5, 2**40), st.text(max_size=5),
+                          st.lists(st.integers(-3, 3), max_size=3), st.floats(allow_nan=True)))
+    if kind == "drop":
+        w.pop(draw(st.sampled_from(sorted(w))))
+    elif kind == "extra":
+        w[draw(st.text(min_size=1, max_size=8).filter(lambda k: k not in w))] = junk
+    elif kind == "retype":
+        key = draw(st.sampled_from(sorted(w)))
+        if w[key] == junk:
+            return None
+        w[key] = junk
+    elif kind == "perturb_int":
+        key = draw(st.sampled_from(["length", "mrope_position_delta"]))
+        w[key] = (w[key] or 0) + draw(st.integers(1, 1000)) * draw(st.sampled_from([1, -1]))
+    elif kind in ("flip_ids", "truncate_ids"):
+        part = draw(st.sampled_from(["values", "counts"]))
+        raw = bytearray(base64.b64decode(w["ids"][part]))
+        if kind == "flip_ids":
+            i = draw(st.integers(0, len(raw) - 1))
+            raw[i] ^= draw(st.integers(1, 255))
+        else:
+            raw = raw[: draw(st.integers(0, len(raw) - 1))]
+        w["ids"][part] = base64.b64encode(bytes(raw)).decode()
+    elif kind == "reorder_runs":
+        runs = [r for it in w["items"] for r in it["runs"]]
+        if len(runs) < 2 or len(w["items"][0]["runs"]) < 2:
+            return None
+        w["items"][0]["runs"].reverse()
+    elif kind == "checksum":
+        w["checksum"] = "0" * 32
+    elif kind == "version":
+        w["version"] = draw(st.integers(2, 99))
+    elif kind == "item_field":
+        if not w["items"]:
+            return None
+        item = w["items"][draw(st.integers(0, len(w["items"]) - 1))]
+        key = draw(st.sampled_from(sorted(item)))
+        if item[key] == junk:
+            return None
+        item[key] = junk
+    elif kind == "spec_field":
+        key = draw(st.sampled_from(sorted(w["spec"])))
+        if w["spec"][key] == junk:
+            return None
+        w["spec"][key] = junk
+    return kind, w
+
+
+@given(st.data())
+def test_every_single_field_corruption_is_a_typed_error(data):
+    """Decoding a corrupted payload returns the original layout or raises a HandoffError naming a field."""
+    lay = data.draw(layouts(mrope=False))
+    wire = lay.to_wire()
+    mutated = _mutations(data.draw, wire)
+    if mutated is None:
+        return
+    kind, w = mutated
+    try:
+        back = from_wire(w)
+    except HandoffError as exc:
+        assert exc.field and exc.field in str(exc)
+        return
+    # only a no-op corruption may decode, and then it must decode to the original
+    assert back == lay, kind
+
+
+def test_specific_rejections(layout):
+    wire = layout.to_wire()
+    with pytest.raises(WireVersionError):
+        from_wire(dict(wire, version=2))
+    with pytest.raises(WireChecksumError):
+        from_wire(dict(wire, checksum="f" * 32))
+    with pytest.raises(WireFormatError) as info:
+        from_wire(json.dumps(wire)[:-10])
+    assert info.value.field == "wire.json"
+    with pytest.raises(WireFormatError):
+        from_wire([1, 2, 3])
+    bad = copy.deepcopy(wire)
+    bad["items"][0]["runs"][0][0] += 1  # a run shifted onto a timestamp token
+    with pytest.raises(HandoffError):
+        from_wire(bad)
+
+
+def test_huge_declared_sizes_rejected_before_allocation():
+    """A few bytes claiming 10**12 pads are rejected at once, in constant memory."""
+    a = get_adapter("qwen3_vl")
+    tiny = a.derive_layout([1, 2, 3], mrope=False).to_wire()
+    for attack in (
+        dict(tiny, length=10**12),
+        dict(tiny, ids={"values": base64.b64encode(np.int32([151656]).tobytes()).decode(),
+                        "counts": base64.b64encode(np.int32([2**31 - 1]).tobytes()).decode()}),
+        dict(tiny, items=[{"modality": "video", "grid_thw": [10**6, 10**6, 10**6], "runs": [[0, 10**12]],
+                           "timestamps": None, "timestamp_spans": None}]),
+    ):
+        start = time.perf_counter()
+        with pytest.raises(WireFormatError):
+            from_wire(attack)
+        assert time.perf_counter() - start < 5  # generous: the point is no 10**12-element allocation
+    with pytest.raises(WireLimitError):
+        from_wire(dict(tiny, items=[{}] * 5), limits=WireLimits(max_items=4))
+    with pytest.raises(WireLimitError):
+        from_wire("x" * 100, limits=WireLimits(max_payload_chars=10))
