@@ -33,14 +33,37 @@ def _context_request(prompt_ids, mrope_ids):
     return LlmRequest(request_id=1, executor_request=req)
 
 
-def test_imports_without_torch(stand_in):
-    """The stand-in names its version and pulls in neither torch nor the model zoo."""
+def _run_fresh(code, **env):
+    import subprocess
     import sys
 
-    import tensorrt_llm
-    import tensorrt_llm._torch.models  # noqa: F401
+    full_env = dict(os.environ, **env)
+    full_env["PYTHONPATH"] = os.pathsep.join([str(STAND_IN_DIR), full_env.get("PYTHONPATH", "")])
+    return subprocess.run([sys.executable, "-c", code], env=full_env, capture_output=True, text=True, check=True).stdout
 
-    assert tensorrt_llm.__version__ == "1.3.0rc25"
+
+def test_imports_without_torch_and_zoo_is_lazy(stand_in):
+    """The whole stand-in imports with numpy only; the model zoo loads lazily."""
+    out = _run_fresh(
+        "import sys, tensorrt_llm, tensorrt_llm._torch.models, tensorrt_llm.llmapi.llm, "
+        "tensorrt_llm.llmapi.mm_encoder, tensorrt_llm.executor.proxy;"
+        "print(tensorrt_llm.__version__, 'torch' in sys.modules,"
+        " any('modeling_qwen3vl' in m for m in sys.modules))"
+    )
+    assert out.split() == ["1.3.0rc25", "False", "False"]
+
+
+def test_cosmos3_variants(stand_in):
+    """Default mirrors 1c58b17 (base class registered); the issue-20138 variant registers a subclass."""
+    code = (
+        "from tensorrt_llm._torch.models import modeling_cosmos3 as m;"
+        "from tensorrt_llm.inputs.registry import INPUT_PROCESSOR_REGISTRY as R;"
+        "c = R._input_processors_cls_by_model_type[m.Cosmos3Model];"
+        "print(c.__name__, getattr(c, 'support_mm_disagg', False), c._registered_model_type)"
+    )
+    assert _run_fresh(code).split() == ["Qwen3VLInputProcessorBase", "True", "cosmos3"]
+    out = _run_fresh(code, TLLM_STAND_IN_COSMOS3_VARIANT="issue-20138").split()
+    assert out == ["Cosmos3InputProcessor", "True", "cosmos3"]
 
 
 def test_stock_single_run_rebuild_matches_upstream_unit_test(stand_in):
@@ -196,3 +219,29 @@ def test_worker_runs_in_a_spawned_process_by_default(stand_in, monkeypatch):
         assert len(out.outputs[0].token_ids) == 8
     finally:
         llm.shutdown()
+
+
+def test_parent_patch_does_not_reach_spawned_worker(stand_in, monkeypatch):
+    """A class patch on BaseWorker in the parent is absent in the spawned worker, present in-process."""
+    from tensorrt_llm._torch.model_config import register_pretrained_config
+    from tensorrt_llm.executor.base_worker import BaseWorker
+    from tensorrt_llm.executor.utils import RequestError
+    from tensorrt_llm.llmapi.llm import LLM
+
+    def refuse(self, request, result_wait_queue=None):
+        raise ValueError("patched in parent")
+
+    monkeypatch.setattr(BaseWorker, "_enqueue_request", refuse)
+    register_pretrained_config("stand-in/qwen3vl-patch", stand_in.make_qwen3vl_config())
+
+    monkeypatch.delenv("TLLM_WORKER_USE_SINGLE_PROCESS", raising=False)
+    spawned = LLM(model="stand-in/qwen3vl-patch", tokenizer=stand_in.FakeTokenizer())
+    try:
+        assert spawned.generate_async("hi").result().outputs[0].token_ids
+    finally:
+        spawned.shutdown()
+
+    monkeypatch.setenv("TLLM_WORKER_USE_SINGLE_PROCESS", "1")
+    local = LLM(model="stand-in/qwen3vl-patch", tokenizer=stand_in.FakeTokenizer())
+    with pytest.raises(RequestError, match="patched in parent"):
+        local.generate_async("hi").result()
