@@ -9,6 +9,7 @@ works for every convention (with or without the outer wrapper) and for the stock
 
 from __future__ import annotations
 
+import functools
 from typing import Optional, Sequence
 
 import numpy as np
@@ -45,64 +46,91 @@ def item_lengths(grids: Sequence[tuple], merge_size: int) -> list:
     return [t * h * w // m2 for t, h, w in grids]
 
 
-def _split_runs(pads: np.ndarray, lengths: list, modality: str, request_id=None):
-    """Split sorted pad positions into items (by counts) and runs (by adjacency)."""
+def _split_runs(ids: np.ndarray, pad: int, lengths: list, modality: str, request_id=None):
+    """Maximal pad runs, split at item boundaries given by the per-item pad counts.
+
+    Works in "pad-count space": run ends and item ends are both cumulative pad counts, their union
+    gives the pieces, and each piece maps back to a prompt offset through its run. Only O(L) work is
+    one compare and one diff over the ids; the rest is over runs and items.
+    """
     field = f"{modality} pads"
     total = int(sum(lengths))
-    if pads.shape[0] != total:
-        raise GridMismatchError(field, f"{total} (sum over the {modality} grids)", int(pads.shape[0]),
-                                request_id=request_id,
+    hit = np.empty(ids.shape[0] + 2, dtype=np.int8)
+    hit[0] = hit[-1] = 0
+    np.equal(ids, pad, out=hit[1:-1].view(bool))
+    edges = np.flatnonzero(hit[1:] != hit[:-1])
+    starts, ends = edges[0::2], edges[1::2]
+    run_len = ends - starts
+    found = int(run_len.sum())
+    if found != total:
+        raise GridMismatchError(field, f"{total} (sum over the {modality} grids)", found, request_id=request_id,
                                 hint="the prompt's pads and the grids describe different items")
     if total == 0:
         return []
-    cu = np.cumsum([0] + list(lengths))
-    breaks = np.zeros(total, dtype=bool)
-    breaks[0] = True
-    breaks[1:] = pads[1:] != pads[:-1] + 1
-    breaks[cu[:-1]] = True
-    starts = np.flatnonzero(breaks)
-    run_lens = np.diff(np.append(starts, total))
-    run_pos = pads[starts]
-    # item index of each run: runs start at item boundaries, so searchsorted is exact
-    item_of_run = np.searchsorted(cu, starts, side="right") - 1
-    bounds = np.searchsorted(item_of_run, np.arange(len(lengths) + 1))
-    pos_l = run_pos.tolist()
-    len_l = run_lens.tolist()
-    return [
-        [PlaceholderRun(pos_l[j], len_l[j]) for j in range(bounds[k], bounds[k + 1])]
-        for k in range(len(lengths))
-    ]
+    run_cum = np.cumsum(run_len)
+    item_cum = np.cumsum(lengths)
+    cuts = np.union1d(run_cum, item_cum)  # piece ends in pad-count space, last == total
+    piece_start = np.concatenate(([0], cuts[:-1]))
+    run_of = np.searchsorted(run_cum, piece_start, side="right")
+    offsets = starts[run_of] + (piece_start - (run_cum[run_of] - run_len[run_of]))
+    piece_len = cuts - piece_start
+    bounds = np.searchsorted(piece_start, np.concatenate(([0], item_cum)))
+    pos_l, len_l, b = offsets.tolist(), piece_len.tolist(), bounds.tolist()
+    return [[PlaceholderRun(pos_l[j], len_l[j]) for j in range(b[k], b[k + 1])] for k in range(len(lengths))]
+
+
+@functools.lru_cache(maxsize=16)
+def _digit_table(vocab) -> tuple:
+    """Sorted token ids of '0'..'9' and '.', and the value each stands for (10 for the dot)."""
+    keys = np.asarray(list(vocab.digits) + [vocab.dot], dtype=np.int64)
+    order = np.argsort(keys)
+    return keys[order], np.arange(11, dtype=np.int64)[order]
 
 
 def _timestamps(ids: np.ndarray, spec: TokenSpec, runs: list):
-    """Parse ``<t seconds>`` before each group's vision_start; None when any group lacks one."""
+    """Parse ``<t seconds>`` before each group's vision_start; (None, None) when any group lacks one.
+
+    Vectorised over groups: the text between ``<`` and `` seconds`` must be digits, a dot and one
+    digit; the printed value is (integer * 10 + tenth) / 10, the double nearest the printed text.
+    """
     vocab = spec.timestamps
     if vocab is None or not runs:
         return None, None
     n = ids.shape[0]
     vs_pos = np.fromiter((r.offset - 1 for r in runs), dtype=np.int64, count=len(runs))
-    if (vs_pos < 2).any():
+    if (vs_pos < 5).any():
         return None, None
     if not ((ids[vs_pos] == spec.vision_start).all() and (ids[vs_pos - 1] == vocab.close).all()
             and (ids[vs_pos - 2] == vocab.seconds).all()):
         return None, None
-    ks = np.arange(4, _MAX_TS_TOKENS + 1)
+    ks = np.arange(5, _MAX_TS_TOKENS + 1)
     cand = vs_pos[:, None] - ks[None, :]
     hit = (cand >= 0) & (ids[np.clip(cand, 0, n - 1)] == vocab.open)
     if not hit.any(axis=1).all():
         return None, None
     open_pos = vs_pos - ks[np.argmax(hit, axis=1)]
-    digit_of = {d: str(i) for i, d in enumerate(vocab.digits)}
-    digit_of[vocab.dot] = "."
-    values, spans = [], []
-    for s, e in zip(open_pos.tolist(), vs_pos.tolist()):
-        try:
-            text = "".join(digit_of[t] for t in ids[s + 1:e - 2].tolist())
-            values.append(float(text))
-        except (KeyError, ValueError):
-            return None, None
-        spans.append((s, e))
-    return values, spans
+    width = _MAX_TS_TOKENS - 4  # characters between '<' and ' seconds'
+    idx = open_pos[:, None] + 1 + np.arange(width)[None, :]
+    n_chars = (vs_pos - 2) - (open_pos + 1)
+    inside = np.arange(width)[None, :] < n_chars[:, None]
+    keys, values = _digit_table(vocab)
+    tok = ids[np.clip(idx, 0, n - 1)]
+    at = np.clip(np.searchsorted(keys, tok), 0, len(keys) - 1)
+    val = np.where((keys[at] == tok) & inside, values[at], -1)
+    cols = np.arange(width)[None, :]
+    dot_col = (n_chars - 2)[:, None]
+    is_dot = cols == dot_col
+    is_digit = inside & ~is_dot
+    if not ((val[is_dot] == 10).all() and ((val[is_digit] >= 0) & (val[is_digit] <= 9)).all()
+            and (n_chars >= 3).all()):
+        return None, None
+    # integer part: digits before the dot; tenth: the digit after it
+    power = np.where(cols < dot_col, 10 ** np.clip(dot_col - 1 - cols, 0, 18), 0)
+    integer = (np.where(cols < dot_col, val, 0) * power).sum(axis=1)
+    tenth = val[np.arange(len(runs)), n_chars - 1]
+    seconds = ((integer * 10 + tenth) / 10).tolist()
+    spans = list(zip(open_pos.tolist(), vs_pos.tolist()))
+    return seconds, spans
 
 
 def derive_layout(
@@ -123,8 +151,7 @@ def derive_layout(
     video_grids = normalize_grids(video_grid_thw, "video_grid_thw")
     groups = []
     for modality, pad, grids in ((IMAGE, spec.image_pad, image_grids), (VIDEO, spec.video_pad, video_grids)):
-        pads = np.flatnonzero(ids == pad)
-        runs_per_item = _split_runs(pads, item_lengths(grids, spec.merge_size), modality, request_id)
+        runs_per_item = _split_runs(ids, pad, item_lengths(grids, spec.merge_size), modality, request_id)
         for grid, runs in zip(grids, runs_per_item):
             groups.append((runs[0].offset, modality, grid, runs))
     groups.sort(key=lambda g: g[0])

@@ -243,7 +243,7 @@ def from_wire(obj, *, limits: WireLimits = DEFAULT_LIMITS, request_id=None) -> H
         runs_left -= len(item.runs)
         items.append(item)
 
-    ids = np.repeat(values, counts).astype(np.int32)
+    ids = np.repeat(values.astype(np.int32), counts)
     ids.flags.writeable = False
     try:
         layout = HandoffLayout(ids, tuple(items), spec, family=obj["family"], convention=obj["convention"],
@@ -252,6 +252,8 @@ def from_wire(obj, *, limits: WireLimits = DEFAULT_LIMITS, request_id=None) -> H
         raise exc.with_request(rid)
     except (TypeError, ValueError, OverflowError) as exc:  # pragma: no cover - defensive
         raise _fail("payload", "a valid layout", f"{exc.__class__.__name__}: {exc}", rid) from None
+    if values.size and (values[1:] != values[:-1]).all():  # canonical run-length form: reuse it
+        layout.seed_rle(values, counts)
     actual = wire_checksum(layout)
     if actual != obj["checksum"]:
         raise WireChecksumError("wire.checksum", obj["checksum"], actual, request_id=rid,

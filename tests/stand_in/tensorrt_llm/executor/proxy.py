@@ -10,6 +10,7 @@ Simplified: one worker, synchronous request/response.
 
 import multiprocessing
 import pickle
+import queue
 import threading
 from typing import Any, Dict, Optional
 
@@ -34,7 +35,7 @@ class GenerationExecutorProxy(GenerationExecutor):
         self._lock = threading.Lock()
         self._last_client_id = 0
         self._shutdown = False
-        ready = self._response_queue.get(timeout=_START_TIMEOUT_S)
+        ready = self._get_response(_START_TIMEOUT_S)
         if not ready.get("ready"):
             self.shutdown()
             raise RequestError(ready.get("error", "worker failed to start"))
@@ -52,9 +53,22 @@ class GenerationExecutorProxy(GenerationExecutor):
                 request.set_id(self._last_client_id)
             result = GenerationResult(request, executor=self, disaggregated_params=request.disaggregated_params)
             self._request_queue.put(pickle.dumps(request))
-            response = self._response_queue.get(timeout=_REQUEST_TIMEOUT_S)
+            response = self._get_response(_REQUEST_TIMEOUT_S)
         result._handle_response(response)
         return result
+
+    def _get_response(self, timeout_s: float) -> Dict[str, Any]:
+        """Wait for the worker's answer; a dead worker is reported instead of waited on."""
+        waited = 0.0
+        while True:
+            try:
+                return self._response_queue.get(timeout=0.5)
+            except queue.Empty:
+                waited += 0.5
+                if not self._process.is_alive():
+                    return {"error": f"executor worker exited with code {self._process.exitcode}"}
+                if waited >= timeout_s:
+                    return {"error": "timed out waiting for the executor worker"}
 
     def shutdown(self) -> None:
         if self._shutdown:
