@@ -28,7 +28,8 @@ from .layout import HandoffLayout, MultimodalItem, PlaceholderRun
 from .mrope import mrope_positions
 from .registry import get_adapter, register_adapter
 from .spec import PAD_ONLY, REPLACE_WRAPPER, TimestampVocab, TokenSpec
-from .validate import check_mrope_slice, validate
+from .policy import Policy, resolve_policy
+from .validate import check_mrope_slice, check_skew, validate
 from .wire import WireLimits, from_wire, to_wire
 
 __all__ = [
@@ -44,6 +45,9 @@ __all__ = [
     "mrope_positions",
     "validate",
     "check_mrope_slice",
+    "check_skew",
+    "Policy",
+    "resolve_policy",
     "to_wire",
     "from_wire",
     "WireLimits",

@@ -12,6 +12,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from .errors import (
+    SkewError,
     EmbeddingCountError,
     FingerprintMismatchError,
     GridMismatchError,
@@ -20,7 +21,7 @@ from .errors import (
 )
 from .layout import VIDEO, HandoffLayout, readonly_ids
 
-__all__ = ["validate", "check_mrope_slice", "check_grid", "check_embedding_rows", "check_token_ids"]
+__all__ = ["validate", "check_mrope_slice", "check_grid", "check_embedding_rows", "check_token_ids", "check_skew"]
 
 _STOCK_HINT = ("the prefill side likely rebuilt the prompt from text (one pad run per item, no timestamps); "
                "ship the encoder's layout or rebuild it with the family adapter")
@@ -136,3 +137,29 @@ def validate(layout: HandoffLayout, *, prompt_token_ids=None, mrope_position_ids
     if prompt_token_ids is not None:
         check_token_ids(layout.token_ids, prompt_token_ids, request_id=request_id)
     return layout
+
+
+def check_skew(layout: HandoffLayout, *, family: str, convention: str, tokenizer_digest: Optional[str],
+               request_id=None) -> None:
+    """Encoder (the layout) and prefill (its adapter) agree on family, tokenizer and convention.
+
+    The message says what each side has, so a version skew between the two deployments is obvious.
+    """
+    if layout.family != family and not _aliases(layout.family, family):
+        raise SkewError("family", f"{family} (prefill)", f"{layout.family} (encoder)", request_id=request_id,
+                        hint="encoder and prefill serve different model families")
+    if tokenizer_digest is not None and layout.tokenizer_digest is not None \
+            and layout.tokenizer_digest != tokenizer_digest:
+        raise SkewError("tokenizer_digest", f"{tokenizer_digest} (prefill)", f"{layout.tokenizer_digest} (encoder)",
+                        request_id=request_id, hint="encoder and prefill use different tokenizers or special ids")
+    if layout.convention != convention:
+        raise SkewError("convention", f"{convention} (prefill)", f"{layout.convention} (encoder)",
+                        request_id=request_id,
+                        hint="encoder and prefill run transformers versions on different sides of 5.10")
+
+
+_ALIASES = ({"cosmos3", "cosmos3_omni"},)
+
+
+def _aliases(a: str, b: str) -> bool:
+    return any(a in group and b in group for group in _ALIASES)

@@ -1,0 +1,166 @@
+"""``mm-handoff bench``: run the CPU benchmark suite and print one table a user can compare.
+
+The suite lives in the repository's ``benchmarks/`` folder (pytest-benchmark); this command runs it
+in a subprocess with ``--benchmark-json``, then prints, per prompt size, the median of each row,
+the ratio against its baseline, and how far each goal is met. ``--plot`` saves per-request
+overhead against prompt length.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+__all__ = ["run_bench", "summarize", "format_table"]
+
+#: goals from the benchmarks issue
+PREFILL_GOAL_MS = 0.3
+MROPE_GOAL_X = 20.0
+WIRE_GOAL_FRACTION = 1e-5  # 0.001 %
+
+
+def find_benchmarks() -> Optional[Path]:
+    here = Path(__file__).resolve().parent.parent / "benchmarks"
+    return here if (here / "test_bench_cpu.py").exists() else None
+
+
+def summarize(data: dict) -> dict:
+    """Per case: median ms of every row, ratios, goal verdicts (from pytest-benchmark's JSON)."""
+    cases: dict = {}
+    for bench in data["benchmarks"]:
+        group, _, case = bench["group"].partition("/")
+        row = bench["name"].split("[")[0].replace("test_", "")
+        entry = cases.setdefault(case, {"tokens": None, "rows": {}})
+        entry["rows"][f"{group}:{row}"] = {"median_ms": bench["stats"]["median"] * 1e3,
+                                           "min_ms": bench["stats"]["min"] * 1e3}
+        info = bench.get("extra_info", {})
+        if info.get("tokens") and info.get("role") == "mm-handoff":
+            entry["tokens"] = info["tokens"]
+        for key in ("wire_bytes", "payload_bytes", "wire_fraction"):
+            if key in info:
+                entry[key] = info[key]
+    for entry in cases.values():
+        rows = entry["rows"]
+
+        def med(key):
+            return rows.get(key, {}).get("median_ms")
+
+        if med("prefill:prefill_mm_handoff") and med("prefill:prefill_stock_trtllm"):
+            entry["prefill_vs_stock"] = med("prefill:prefill_mm_handoff") / med("prefill:prefill_stock_trtllm")
+        if med("mrope:mrope_mm_handoff") and med("mrope:mrope_hf_get_rope_index"):
+            entry["mrope_speedup"] = med("mrope:mrope_hf_get_rope_index") / med("mrope:mrope_mm_handoff")
+        if med("encoder:encoder_mm_handoff") and med("encoder:encoder_naive_python"):
+            entry["encoder_speedup"] = med("encoder:encoder_naive_python") / med("encoder:encoder_mm_handoff")
+        if med("prefill:prefill_mm_handoff") and entry["tokens"]:
+            entry["prefill_us_per_1k_tokens"] = med("prefill:prefill_mm_handoff") * 1e3 / (entry["tokens"] / 1000)
+    return cases
+
+
+def format_table(cases: dict) -> str:
+    order = sorted(cases, key=lambda c: cases[c]["tokens"] or 0)
+    lines = ["| case | tokens | encoder derive+wire (ms) | naive Python (ms) | prefill mm-handoff (ms) | "
+             "prefill stock (ms) | mRoPE numpy (ms) | HF get_rope_index (ms) | mRoPE speed-up | wire / payload |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for c in order:
+        e = cases[c]
+        r = e["rows"]
+
+        def ms(key):
+            v = r.get(key, {}).get("median_ms")
+            return "-" if v is None else f"{v:.3f}"
+
+        lines.append(
+            f"| {c} | {e['tokens'] or '-'} | {ms('encoder:encoder_mm_handoff')} | {ms('encoder:encoder_naive_python')} | "
+            f"{ms('prefill:prefill_mm_handoff')} | {ms('prefill:prefill_stock_trtllm')} | {ms('mrope:mrope_mm_handoff')} | "
+            f"{ms('mrope:mrope_hf_get_rope_index')} | "
+            f"{'-' if 'mrope_speedup' not in e else f'{e[chr(109) + 'rope_speedup']:.1f}x'} | "
+            f"{'-' if 'wire_fraction' not in e else f'{e['wire_fraction'] * 100:.5f}%'} |")
+    lines.append("")
+    lines.append("Goals (medians; the 12k case is 720p40):")
+    small = cases.get("720p40")
+    if small:
+        p = small["rows"].get("prefill:prefill_mm_handoff", {}).get("median_ms")
+        if p is not None:
+            lines.append(f"- prefill-side work at 12k ids: {p:.3f} ms (goal <= {PREFILL_GOAL_MS} ms: "
+                         f"{'met' if p <= PREFILL_GOAL_MS else 'NOT met'}, {p / PREFILL_GOAL_MS:.2f}x the budget)")
+    per_k = [f"{c}: {cases[c]['prefill_us_per_1k_tokens']:.1f} us" for c in order if "prefill_us_per_1k_tokens" in cases[c]]
+    if per_k:
+        lines.append(f"- prefill cost per 1k ids (linearity): {', '.join(per_k)}")
+    for c in order:
+        if "mrope_speedup" in cases[c]:
+            x = cases[c]["mrope_speedup"]
+            lines.append(f"- mRoPE vs HF at {c}: {x:.1f}x (goal >= {MROPE_GOAL_X:.0f}x: "
+                         f"{'met' if x >= MROPE_GOAL_X else 'NOT met'})")
+    for c in order:
+        if "wire_fraction" in cases[c]:
+            f = cases[c]["wire_fraction"]
+            lines.append(f"- wire bytes at {c}: {cases[c]['wire_bytes']} B = {f * 100:.6f}% of the "
+                         f"{cases[c]['payload_bytes'] / 1e6:.0f} MB embedding payload (goal <= 0.001%: "
+                         f"{'met' if f <= WIRE_GOAL_FRACTION else 'NOT met'})")
+    return "\n".join(lines)
+
+
+def plot(cases: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pts = sorted((e["tokens"], e["rows"]) for e in cases.values() if e["tokens"])
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for key, label in (("prefill:prefill_mm_handoff", "prefill, mm-handoff"),
+                       ("prefill:prefill_stock_trtllm", "prefill, stock TensorRT-LLM"),
+                       ("encoder:encoder_mm_handoff", "encoder, mm-handoff")):
+        xs = [t for t, r in pts if key in r]
+        ys = [r[key]["median_ms"] for t, r in pts if key in r]
+        if xs:
+            ax.plot(xs, ys, marker="o", label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("prompt length (ids)")
+    ax.set_ylabel("median per request (ms)")
+    ax.set_title("mm-handoff per-request overhead (CPU, 1 thread)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def run_bench(args) -> int:
+    from .cli import CliError
+
+    where = find_benchmarks()
+    if where is None:
+        raise CliError("the benchmark suite (benchmarks/) is not next to this installation; "
+                       "run from a clone after `make setup`")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "bench.json")
+        cmd = [sys.executable, "-m", "pytest", str(where), "-q", "-p", "no:cacheprovider",
+               f"--benchmark-json={out}", "--benchmark-columns=min,median,rounds"]
+        if getattr(args, "quick", False):
+            cmd += ["-k", "720p40"]
+        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+                   TOKENIZERS_PARALLELISM="false", RAYON_NUM_THREADS="1")
+        print("running the CPU suite (pytest-benchmark, 1 thread) ...", file=sys.stderr, flush=True)
+        proc = subprocess.run(cmd, env=env, cwd=str(where.parent), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)
+        if proc.returncode != 0 or not os.path.exists(out):
+            sys.stderr.write(proc.stdout[-4000:])
+            raise CliError(f"the benchmark suite failed (exit {proc.returncode})")
+        data = json.load(open(out))
+    cases = summarize(data)
+    print(f"machine: {data['machine_info'].get('cpu', {}).get('brand_raw', '?')}, "
+          f"{data['machine_info'].get('python_version')}, numpy {__import__('numpy').__version__}")
+    print(format_table(cases))
+    if getattr(args, "json", None):
+        with open(args.json, "w") as fh:
+            json.dump({"cases": cases, "machine_info": data["machine_info"]}, fh, indent=1)
+    if getattr(args, "plot", None):
+        plot(cases, args.plot)
+        print(f"plot saved to {args.plot}")
+    return 0
