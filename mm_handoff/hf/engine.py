@@ -369,7 +369,7 @@ def _prefill_decode_core(model, ids: np.ndarray, positions: np.ndarray, delta: i
             logits = model.lm_head(step.last_hidden_state[:, -1])[0]
         timings["decode_s"] = time.perf_counter() - t0
     _reset_rope_deltas(model)
-    return {"hidden": hidden, "last_logits": last_logits, "tokens": tokens, "timings": timings}
+    return {"hidden": hidden, "last_logits": last_logits, "tokens": tokens, "timings": timings, "cache": cache}
 
 
 def _as_np_mrope(value) -> Optional[np.ndarray]:

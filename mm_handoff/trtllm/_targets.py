@@ -1,0 +1,209 @@
+"""The one declared patch table. install, uninstall, status() and ``mm-handoff doctor`` all read it.
+
+Each row names a hook point by module, class and attribute (older names as alternatives), the leading
+parameters its signature must have, which process runs it, whether install needs it, the releases it
+was checked for, and the upstream file + commit the stand-in (``tests/stand_in``) mirrors.
+:func:`probe` turns the table into concrete :class:`HookPoint` rows, adding one row per registered
+input-processor class that overrides the prefill method.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from ..errors import HandoffError
+from ..registry import REGISTRY
+from ._compat import SUPPORTED_VERSIONS
+from ._ledger import find_owner, target_key
+
+__all__ = ["PatchSpec", "HookPoint", "PATCH_TABLE", "MODEL_MODULES", "import_model_modules", "probe"]
+
+
+@dataclass(frozen=True)
+class PatchSpec:
+    #: hook kind (selects the wrapper body in :mod:`._hooks`)
+    kind: str
+    module: str
+    qualname: str
+    #: attribute names, newest first (the first one present is patched)
+    attrs: Tuple[str, ...]
+    #: leading parameter names after ``self`` that the signature must start with
+    params: Tuple[str, ...]
+    #: install refuses when a required hook point is missing
+    required: bool
+    #: ``"user"`` (LLM / encoder / server process) or ``"worker"`` (executor worker)
+    process: str
+    #: upstream file @ commit the wrapper was written against
+    upstream: str
+    #: what the wrapper does, one line
+    purpose: str
+    #: releases this row applies to (requirement strings)
+    versions: Tuple[str, ...] = SUPPORTED_VERSIONS
+    #: also wrap registered input-processor subclasses that override the attribute
+    covers_registered_overrides: bool = False
+
+    @property
+    def display(self) -> str:
+        return f"{self.module}:{self.qualname}.{'|'.join(self.attrs)}"
+
+
+PATCH_TABLE: Tuple[PatchSpec, ...] = (
+    PatchSpec(
+        "encoder", "tensorrt_llm.llmapi.mm_encoder", "MultimodalEncoder", ("generate_async",), ("inputs",),
+        required=True, process="user",
+        upstream="tensorrt_llm/llmapi/mm_encoder.py @ 83ab45a50d169b08e29e9bf2f46fc66b3838cc37",
+        purpose="stamp the encoder's layout, grids and video metadata into multimodal_embedding_handles[0]"),
+    PatchSpec(
+        "prefill", "tensorrt_llm._torch.models.modeling_qwen3vl", "Qwen3VLInputProcessorBase",
+        ("build_disagg_prefill_multimodal_inputs", "get_prompt_token_ids"), ("inputs", "mm_handles"),
+        required=True, process="user", covers_registered_overrides=True,
+        upstream="tensorrt_llm/_torch/models/modeling_qwen3vl.py @ 002f3cc3d0554c4ebd530d1354f96e89666d93b8 "
+                 "(get_prompt_token_ids: @ f4faed18a1a35ff6a29c29e91650faa70a793bff)",
+        purpose="use the carried layout instead of rebuilding the prompt from text (policy when absent)"),
+    PatchSpec(
+        "admission", "tensorrt_llm.llmapi.llm", "BaseLLM", ("_preprocess",),
+        ("inputs", "sampling_params", "disaggregated_params"), required=True, process="user",
+        upstream="tensorrt_llm/llmapi/llm.py (the version with TODO(TRTLLM-12869); commit not recorded)",
+        purpose="mRoPE length vs prompt, pads vs embedding rows, carried layout vs the prompt used"),
+    PatchSpec(
+        "ingress", "tensorrt_llm.executor.base_worker", "BaseWorker", ("_enqueue_request",), ("request",),
+        required=False, process="worker",
+        upstream="tensorrt_llm/executor/base_worker.py (recent; listing names 7b437aaa73bf5a44b1102aee5c631074da763b8f)",
+        purpose="mRoPE length vs prompt on the restored request, before it is enqueued"),
+    PatchSpec(
+        "slice", "tensorrt_llm._torch.pyexecutor.engine.runners.decoder.runner", "DecoderRunner",
+        ("_prepare_tp_inputs",), ("scheduled_requests",), required=False, process="worker",
+        upstream="tensorrt_llm/_torch/pyexecutor/engine/runners/decoder/runner.py @ 0ea8c1debd2aae24c7fceaf5474f0c627114cc6a",
+        purpose="shape-only pre-check of each context request's mRoPE ids before the unchecked slice"),
+    PatchSpec(
+        "slice", "tensorrt_llm._torch.pyexecutor.model_engine", "PyTorchModelEngine",
+        ("_prepare_tp_inputs",), ("scheduled_requests",), required=False, process="worker",
+        upstream="tensorrt_llm/_torch/pyexecutor/model_engine.py @ 1a0dc5f70054f66d892df6a964996fc5ead6f81e (older releases)",
+        purpose="the same pre-check where the slice lived before the runner refactor"),
+)
+
+#: model modules that register Qwen3-VL-family processors; the zoo loads lazily, so install imports them
+MODEL_MODULES: Tuple[Tuple[str, bool], ...] = (
+    ("tensorrt_llm._torch.models.modeling_qwen3vl", True),
+    ("tensorrt_llm._torch.models.modeling_qwen3vl_moe", False),
+    ("tensorrt_llm._torch.models.modeling_qwen3_5", False),
+    ("tensorrt_llm._torch.models.modeling_cosmos3", False),
+)
+
+REGISTRY_MODULE = "tensorrt_llm.inputs.registry"
+
+
+@dataclass
+class HookPoint:
+    spec: PatchSpec
+    #: ``"module:Qualname.attr"`` (the ledger key), or the spec's display name when unresolved
+    key: str
+    cls: Optional[type] = None
+    attr: Optional[str] = None
+    #: found | missing | drifted
+    state: str = "missing"
+    reason: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.key
+
+
+def import_model_modules() -> dict:
+    """Import the Qwen3-VL-family model modules; ``{module: None | "why it failed"}``."""
+    out = {}
+    for module, required in MODEL_MODULES:
+        try:
+            importlib.import_module(module)
+            out[module] = None
+        except Exception as exc:  # an optional model file may be absent from a release
+            out[module] = f"{type(exc).__name__}: {exc}"
+            if required:
+                raise
+    return out
+
+
+def _check_callable(point: HookPoint, raw) -> HookPoint:
+    if not inspect.isfunction(raw):
+        point.state, point.reason = "drifted", f"{point.key} is {type(raw).__name__}, expected a plain method"
+        return point
+    names = list(inspect.signature(raw).parameters)[1:]
+    want = list(point.spec.params)
+    if names[:len(want)] != want:
+        point.state = "drifted"
+        point.reason = f"{point.key} takes {tuple(names)}, expected it to start with {tuple(want)}"
+        return point
+    point.state = "found"
+    return point
+
+
+def _resolve(spec: PatchSpec) -> HookPoint:
+    point = HookPoint(spec, spec.display)
+    try:
+        module = importlib.import_module(spec.module)
+    except Exception as exc:
+        point.reason = f"module {spec.module} not importable ({type(exc).__name__}: {exc})"
+        return point
+    cls = getattr(module, spec.qualname, None)
+    if not isinstance(cls, type):
+        point.reason = f"{spec.module} has no class {spec.qualname}"
+        return point
+    for attr in spec.attrs:
+        owner, raw = find_owner(cls, attr)
+        if owner is not None:
+            point.cls, point.attr, point.key = cls, attr, target_key(cls, attr)
+            return _check_callable(point, _unwrap_ours(raw))
+    point.reason = f"{spec.module}:{spec.qualname} has none of {list(spec.attrs)}"
+    return point
+
+
+def _unwrap_ours(raw):
+    """Probe the engine's own function, not an mm-handoff wrapper already in place."""
+    from ._ledger import WRAPPER_MARK
+
+    while getattr(raw, WRAPPER_MARK, None) is not None and hasattr(raw, "__wrapped__"):
+        raw = raw.__wrapped__
+    return raw
+
+
+def registered_processor_classes() -> list:
+    """Every processor class in TensorRT-LLM's input-processor registry (deduplicated, stable order)."""
+    try:
+        module = importlib.import_module(REGISTRY_MODULE)
+    except Exception:
+        return []
+    table = getattr(getattr(module, "INPUT_PROCESSOR_REGISTRY", None), "_input_processors_cls_by_model_type", None)
+    seen = []
+    for cls in (table or {}).values():
+        if isinstance(cls, type) and cls not in seen:
+            seen.append(cls)
+    return seen
+
+
+def _overrides(base_point: HookPoint) -> list:
+    """Rows for registered mm-handoff-family processor subclasses that define their own override."""
+    rows = []
+    for cls in registered_processor_classes():
+        if cls is base_point.cls or base_point.attr not in vars(cls):
+            continue
+        try:
+            REGISTRY.resolve(cls)
+        except HandoffError:
+            continue  # another family's processor: not ours to wrap
+        point = HookPoint(base_point.spec, target_key(cls, base_point.attr), cls, base_point.attr)
+        rows.append(_check_callable(point, _unwrap_ours(vars(cls)[base_point.attr])))
+    return rows
+
+
+def probe() -> list:
+    """Resolve every table row (plus registered overrides) against the imported engine."""
+    points = []
+    for spec in PATCH_TABLE:
+        point = _resolve(spec)
+        points.append(point)
+        if spec.covers_registered_overrides and point.state == "found":
+            points.extend(_overrides(point))
+    return points

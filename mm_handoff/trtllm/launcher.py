@@ -1,0 +1,85 @@
+"""``mm-handoff run -- CMD ...``: run a command with mm-handoff installed in every Python process it starts.
+
+It writes a ``sitecustomize.py`` into a fresh private temporary directory, puts that directory first on
+``PYTHONPATH``, sets ``MM_HANDOFF_AUTOINSTALL=1`` and ``exec``s the command. Every interpreter that
+inherits the environment (the server, spawned and MPI-started executor workers, their children) runs the
+start-up hook (:mod:`mm_handoff._startup`). A ``sitecustomize`` that was already on the path still
+runs: the generated one chains to the next one it finds.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from typing import List, Optional, Sequence
+
+__all__ = ["run_command", "prepare_environment", "SITECUSTOMIZE"]
+
+SITECUSTOMIZE = '''\
+"""Written by `mm-handoff run`: install mm-handoff's TensorRT-LLM glue, then chain to the next sitecustomize."""
+import os as _os
+import sys as _sys
+
+
+def _mm_handoff_startup():
+    if _os.environ.get("MM_HANDOFF_AUTOINSTALL", "").strip().lower() not in ("1", "true", "yes", "on"):
+        return
+    try:
+        import mm_handoff._startup
+        mm_handoff._startup.process_startup()
+    except Exception as exc:  # never break the interpreter
+        _sys.stderr.write("mm-handoff: start-up hook skipped: %s\\n" % (exc,))
+
+
+def _chain_next_sitecustomize():
+    import importlib.machinery
+    import importlib.util
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    for entry in list(_sys.path):
+        if _os.path.abspath(entry or _os.getcwd()) == here:
+            continue
+        spec = importlib.machinery.PathFinder.find_spec("sitecustomize", [entry or _os.getcwd()])
+        if spec is not None and spec.loader is not None:
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return
+
+
+_mm_handoff_startup()
+_chain_next_sitecustomize()
+'''
+
+
+def _strip_separator(argv: Sequence[str]) -> List[str]:
+    argv = list(argv or ())
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    return argv
+
+
+def prepare_environment(environ: Optional[dict] = None) -> dict:
+    """A copy of ``environ`` with the start-up hook on ``PYTHONPATH`` and autoinstall switched on."""
+    env = dict(os.environ if environ is None else environ)
+    boot = tempfile.mkdtemp(prefix="mm-handoff-startup-")
+    with open(os.path.join(boot, "sitecustomize.py"), "w", encoding="utf-8") as f:
+        f.write(SITECUSTOMIZE)
+    existing = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = boot if not existing else boot + os.pathsep + existing
+    env["MM_HANDOFF_AUTOINSTALL"] = "1"
+    return env
+
+
+def run_command(argv: Sequence[str]) -> int:
+    """Exec ``argv`` (a leading ``--`` is dropped) with the start-up hook in place; returns only on error."""
+    command = _strip_separator(argv)
+    if not command:
+        print("mm-handoff: error: run needs a command: mm-handoff run -- CMD [ARGS...]", file=sys.stderr)
+        return 2
+    env = prepare_environment()
+    try:
+        os.execvpe(command[0], command, env)
+    except OSError as exc:
+        print(f"mm-handoff: error: cannot run {command[0]!r}: {exc.strerror or exc}", file=sys.stderr)
+        return 127
+    return 0  # pragma: no cover - exec does not return

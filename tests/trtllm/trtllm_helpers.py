@@ -1,0 +1,40 @@
+"""Helpers shared by the TensorRT-LLM glue tests (imported by name; conftest puts this folder on sys.path)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+STAND_IN_DIR = REPO / "tests" / "stand_in"
+PROMPT = "<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>Describe.<|im_end|>\n"
+IMAGE_PROMPT = "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>What is it?<|im_end|>\n"
+
+
+def make_video(n_frames=4, size=64, fps=2.0):
+    from tensorrt_llm.inputs.multimodal_data import VideoData
+
+    frames = [np.full((size, size, 3), i, dtype=np.uint8) for i in range(n_frames)]
+    return VideoData(frames=frames, metadata={"fps": fps, "frames_indices": list(range(n_frames))})
+
+
+def video_request(prompt=PROMPT, **video_kwargs):
+    return {"prompt": prompt, "multi_modal_data": {"video": [make_video(**video_kwargs)]}}
+
+
+def run_python(code, *, launcher=False, env=None, stand_in=True, timeout=120):
+    """Run ``python -c code`` in a fresh interpreter (through ``mm-handoff run --`` when asked)."""
+    full_env = dict(os.environ)
+    full_env.pop("MM_HANDOFF_AUTOINSTALL", None)
+    full_env.pop("TLLM_WORKER_USE_SINGLE_PROCESS", None)
+    paths = [str(STAND_IN_DIR)] if stand_in else []
+    if full_env.get("PYTHONPATH"):
+        paths.append(full_env["PYTHONPATH"])
+    full_env["PYTHONPATH"] = os.pathsep.join(paths)
+    full_env.update(env or {})
+    argv = [sys.executable, "-c", code]
+    if launcher:
+        argv = [sys.executable, "-m", "mm_handoff", "run", "--", *argv]
+    return subprocess.run(argv, env=full_env, capture_output=True, text=True, timeout=timeout, cwd=str(REPO))
