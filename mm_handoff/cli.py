@@ -229,6 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--fps", type=float, default=24.0)
     d.add_argument("--720p", dest="hd", action="store_true", help="the bug report's 720x1280 clip (slow: ~1 min)")
     d.add_argument("--max-new-tokens", type=int, default=6)
+    d.add_argument("--report-prompt", action="store_true",
+                   help="use the bug report's JSON-events prompt instead of 'Describe this video.'")
     d.add_argument("--json", action="store_true", help="machine-readable report on stdout")
     d.set_defaults(func=cmd_demo)
 

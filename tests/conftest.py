@@ -20,3 +20,15 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
+
+
+def pytest_collection_modifyitems(config, items):
+    """``slow`` tests (720p clips, long prompts) run only with ``-m slow`` or ``MM_HANDOFF_SLOW=1``."""
+    import pytest
+
+    if os.environ.get("MM_HANDOFF_SLOW") == "1" or "slow" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="slow: run with -m slow or MM_HANDOFF_SLOW=1")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

@@ -675,6 +675,14 @@ def run_three_modes(family: str, *, messages=None, text: Optional[str] = None, i
     hf_mrope_equal = (agg.mrope_position_ids is not None and "epd" in results
                       and np.array_equal(results["epd"].mrope_position_ids, agg.mrope_position_ids)
                       and results["epd"].mrope_position_delta == agg.mrope_position_delta)
+    diff_at = first_difference(agg.prompt_ids, stock.prompt_ids)
+
+    def around(ids):
+        if diff_at is None:
+            return []
+        lo = max(0, diff_at - 2)
+        return tok.convert_ids_to_tokens([int(t) for t in ids[lo:diff_at + 6]])
+
     report = {
         "family": family,
         "request_id": request_id,
@@ -685,13 +693,16 @@ def run_three_modes(family: str, *, messages=None, text: Optional[str] = None, i
             "aggregated_minus_stock": agg.prompt_len - stock.prompt_len,
         },
         "layouts": {"aggregated": _layout_summary(enc.layout), "stock": _layout_summary(stock.layout)},
-        "first_difference": first_difference(agg.prompt_ids, stock.prompt_ids),
+        "first_difference": diff_at,
+        "first_difference_context": {"aggregated": around(agg.prompt_ids), "epd-stock": around(stock.prompt_ids),
+                                     "starts_at": None if diff_at is None else max(0, diff_at - 2)},
         "validator": verdicts,
         "stock_error": None if stock_error is None else {
             "type": type(stock_error).__name__, "field": stock_error.field,
             "expected": str(stock_error.expected), "actual": str(stock_error.actual)},
         "tokens": {"aggregated": agg.tokens, **{m: r.tokens for m, r in results.items()}},
         "tokens_equal": {m: r.tokens == agg.tokens for m, r in results.items()},
+        "text": {"aggregated": tok.decode(agg.tokens), **{m: tok.decode(r.tokens) for m, r in results.items()}},
         "max_abs_logit_diff": {m: _max_abs(r.last_logits, agg.last_logits) for m, r in results.items()},
         "hidden_bitwise_equal": {m: _hidden_equal(r.hidden_states, agg.hidden_states) for m, r in results.items()},
         "mrope": {"aggregated_delta": agg.mrope_position_delta,

@@ -63,8 +63,11 @@ def _tiny_in_range(version: str, clauses: str) -> bool:
         m = re.match(r"^(>=|<=|==|!=|>|<)\s*(.+)$", clause)
         if m is None:
             raise ValueError(f"unsupported requirement clause {clause!r}")
-        if not ops[m[1]](key, _tiny_key(m[2])):
+        bound = _tiny_key(m[2])
+        if not ops[m[1]](key, bound):
             return False
+        if m[1] == "<" and bound[1] == (3, 0) and key[0] == bound[0] and key[1] != (3, 0):
+            return False  # as PEP 440: "< 1.5" excludes 1.5 pre-releases
     return True
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -45,6 +46,13 @@ def find_owner(cls: type, attr: str) -> Tuple[Optional[type], Any]:
         if attr in vars(klass):
             return klass, vars(klass)[attr]
     return None, None
+
+
+def _still_loaded(cls: type) -> bool:
+    obj = sys.modules.get(cls.__module__)
+    for part in cls.__qualname__.split("."):
+        obj = getattr(obj, part, None)
+    return obj is cls
 
 
 @dataclass
@@ -103,8 +111,9 @@ class Ledger:
         return list(self._active.values())
 
     def left_in_place(self) -> list:
-        """Wrappers someone wrapped on top of, which uninstall left (switched off) in place."""
-        return sorted(self._left_in_place)
+        """Wrappers someone wrapped on top of, which uninstall left (switched off) in place (only
+        those on classes still loaded: a re-imported module starts clean)."""
+        return sorted(k for k, r in self._left_in_place.items() if _still_loaded(r.target))
 
     def get_original(self, key: str) -> Any:
         """The first original recorded under ``key`` (``None`` if never patched)."""

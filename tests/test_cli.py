@@ -1,0 +1,93 @@
+"""The command line: the demo (the README's main job), inspect, diff, selfcheck, and clean failures."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+RAW = [151644, 872, 198, 151652, 151656, 151653, 74785, 419, 2766, 13, 151645, 198, 151644, 77091, 198]
+
+
+def cli(*args, stdin=None, timeout=300):
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    return subprocess.run([sys.executable, "-m", "mm_handoff", *args], input=stdin, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    from mm_handoff import get_adapter
+
+    d = tmp_path_factory.mktemp("cli")
+    a = get_adapter("qwen3_vl")
+    grid = [[4, 4, 6]]
+    meta = {"fps": 24.0, "frames_indices": list(range(8)), "total_num_frames": 8}
+    agg = a.rebuild_token_ids(RAW, video_grid_thw=grid, video_metadata=[meta]).tolist()
+    stock = a.stock_token_ids(RAW, video_grid_thw=grid).tolist()
+    (d / "agg.json").write_text(json.dumps({"token_ids": agg, "video_grid_thw": grid}))
+    (d / "stock.json").write_text(json.dumps({"token_ids": stock, "video_grid_thw": grid}))
+    (d / "wire.json").write_text(json.dumps(a.derive_layout(agg, video_grid_thw=grid).to_wire()))
+    (d / "bad.json").write_text("{not json")
+    (d / "bin.json").write_bytes(b"\xff\xfe\x00")
+    return d
+
+
+def test_demo_shows_bug_and_fix():
+    """The default demo: E/PD fixed equals aggregated bitwise; the stock path is caught."""
+    r = cli("demo", "--json", "--frames", "8", "--height", "64", "--width", "96")
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads(r.stdout)
+    assert report["hidden_bitwise_equal"] == {"epd": True, "epd-rebuild": True, "epd-stock": False}
+    assert report["tokens_equal"]["epd"] and report["stock_error"]["type"] == "MropeLengthError"
+    assert report["lengths"]["aggregated"] - report["lengths"]["epd-stock"] == 4 * 8  # 4 groups x (6 ts + 2 markers)
+    assert "aggregated: processor" in r.stderr  # progress is shown
+
+
+def test_demo_table_output():
+    r = cli("demo", "--frames", "4", "--height", "64", "--width", "64", "--family", "qwen3_5")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "E/PD fixed (mm-handoff)" in r.stdout and "result: FIXED" in r.stdout
+    assert "first differing prompt index: 4" in r.stdout
+
+
+@pytest.mark.slow
+def test_demo_720p_reports_the_bug_report_sizes():
+    """On the 40-frame 720p clip: 12,054 aggregated ids vs 11,894 stock under transformers 5.23."""
+    r = cli("demo", "--720p", "--json", timeout=600)
+    report = json.loads(r.stdout)
+    assert report["lengths"]["aggregated"] == 12054 and report["lengths"]["epd-stock"] == 11894
+    assert report["hidden_bitwise_equal"]["epd"]
+
+
+def test_inspect_and_diff(files):
+    r = cli("inspect", str(files / "agg.json"))
+    assert r.returncode == 0 and "runs [11,17) [25,31) [39,45) [53,59)" in r.stdout and "timestamps 0.0 0.1 0.2 0.3" in r.stdout
+    j = json.loads(cli("inspect", str(files / "wire.json"), "--json").stdout)
+    assert j["length"] == 70 and j["trtllm"]["multimodal_run_lengths"] == [6, 6, 6, 6]
+    r = cli("inspect", "-", "--video-grid-thw", "[[4,4,6]]",
+            stdin=json.dumps(json.loads((files / "stock.json").read_text())["token_ids"]))
+    assert r.returncode == 0 and "runs [4,28)" in r.stdout and "timestamps -" in r.stdout
+    r = cli("diff", str(files / "agg.json"), str(files / "stock.json"))
+    assert r.returncode == 1 and "first difference at index 4" in r.stdout
+    assert cli("diff", str(files / "agg.json"), str(files / "wire.json")).returncode == 0
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("inspect", "{d}/bad.json"), "not valid JSON"),
+    (("inspect", "{d}/bin.json"), "not UTF-8"),
+    (("inspect", "{d}/missing.json"), "cannot read"),
+    (("inspect", "{d}/agg.json", "--video-grid-thw", "[[4,4,8]]"), "video pads"),
+    (("inspect", "{d}/agg.json", "--video-grid-thw", "nope"), "must be JSON"),
+    (("diff", "{d}/agg.json", "{d}/bad.json"), "not valid JSON"),
+])
+def test_bad_input_is_one_line_and_exit_2(files, args, needle):
+    r = cli(*[a.format(d=files) for a in args])
+    assert r.returncode == 2
+    assert needle in r.stderr and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_selfcheck():
+    r = cli("selfcheck")
+    assert r.returncode == 0 and "+160" in r.stdout and "caught" in r.stdout

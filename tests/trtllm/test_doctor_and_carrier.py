@@ -1,0 +1,71 @@
+"""``mm-handoff doctor``, the version gate's parser, and the encoder's deferred stamping."""
+
+import io
+
+import pytest
+
+import mm_handoff.trtllm as glue
+from mm_handoff.trtllm import _compat
+from mm_handoff.trtllm._encoder import _attach
+
+
+def test_doctor_lists_every_hook_point_and_exits_zero(engine):
+    """With the stand-in: versions, every hook point with module:qualname, upstream fix 'no', exit 0."""
+    from mm_handoff.trtllm.doctor import run_doctor
+
+    out = io.StringIO()
+    assert run_doctor(None, out=out) == 0
+    text = out.getvalue()
+    assert "tensorrt_llm  1.3.0rc25" in text and "upstream fix  no" in text
+    assert "[   found] tensorrt_llm.llmapi.llm:BaseLLM._preprocess" in text
+    glue.install()
+    out = io.StringIO()
+    assert run_doctor(None, out=out) == 0
+    assert "[ patched] tensorrt_llm._torch.models.modeling_qwen3vl:Qwen3VLInputProcessorBase." \
+           "build_disagg_prefill_multimodal_inputs" in out.getvalue()
+
+
+def test_doctor_flags_a_drifted_hook(engine):
+    """A drifted hook is printed with its reason and the exit code is 1."""
+    from tensorrt_llm.executor.base_worker import BaseWorker
+
+    from mm_handoff.trtllm.doctor import run_doctor
+
+    BaseWorker._enqueue_request = lambda self, req, result_wait_queue=None: None
+    out = io.StringIO()
+    assert run_doctor(None, out=out) == 1
+    assert "[ drifted] tensorrt_llm.executor.base_worker:BaseWorker._enqueue_request" in out.getvalue()
+    assert "takes ('req', 'result_wait_queue'), expected it to start with ('request',)" in out.getvalue()
+
+
+@pytest.mark.parametrize("version, expected", [
+    ("1.3.0rc25", True), ("1.2.0rc0", True), ("1.4.2", True), ("1.5.0rc1", False), ("1.5.0", False),
+    ("1.1.9", False), ("1.2.0.dev3", False), ("1.3.0+cu129", True),
+])
+def test_tiny_version_parser_agrees_with_packaging(version, expected):
+    """The fallback parser (no packaging) gives packaging's answers on TensorRT-LLM-style tags."""
+    clauses = ">= 1.2.0rc0, < 1.5"
+    assert _compat._tiny_in_range(version, clauses) is expected
+    assert _compat.version_in_range(version, "tensorrt_llm " + clauses) is expected
+
+
+def test_deferred_stamp_lands_when_the_response_arrives():
+    """An encoder output without handles yet gets the stamp from its own _handle_response."""
+
+    class Params:
+        multimodal_embedding_handles = None
+
+    class Output:
+        request_id = 3
+        disaggregated_params = None
+
+        def _handle_response(self, response):
+            params = Params()
+            params.multimodal_embedding_handles = [{"tensor_size": [8, 32]}]
+            self.disaggregated_params = params
+            return "handled"
+
+    out = Output()
+    _attach(out, {glue.LAYOUT_KEY: {"format": "x"}})
+    assert out._handle_response({"ok": True}) == "handled"
+    assert out.disaggregated_params.multimodal_embedding_handles[0][glue.LAYOUT_KEY] == {"format": "x"}

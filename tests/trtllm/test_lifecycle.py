@@ -1,0 +1,230 @@
+"""install / uninstall / status / get_original against the stand-in (style.md section 3's cases)."""
+
+import logging
+import threading
+
+import pytest
+
+import mm_handoff.trtllm as glue
+from mm_handoff.errors import EngineNotSupportedError, HandoffError
+from mm_handoff.trtllm._ledger import WRAPPER_MARK
+
+
+def _targets():
+    """(class, attr) of every hook point of the stand-in, imported fresh."""
+    from tensorrt_llm._torch.models.modeling_qwen3vl import Qwen3VLInputProcessorBase
+    from tensorrt_llm._torch.pyexecutor.engine.runners.decoder.runner import DecoderRunner
+    from tensorrt_llm._torch.pyexecutor.model_engine import PyTorchModelEngine
+    from tensorrt_llm.executor.base_worker import BaseWorker
+    from tensorrt_llm.llmapi.llm import BaseLLM
+    from tensorrt_llm.llmapi.mm_encoder import MultimodalEncoder
+
+    return [(MultimodalEncoder, "generate_async"), (Qwen3VLInputProcessorBase, "build_disagg_prefill_multimodal_inputs"),
+            (BaseLLM, "_preprocess"), (BaseWorker, "_enqueue_request"), (DecoderRunner, "_prepare_tp_inputs"),
+            (PyTorchModelEngine, "_prepare_tp_inputs")]
+
+
+def _raw(targets):
+    return [vars(cls).get(attr) for cls, attr in targets]
+
+
+def test_install_then_uninstall_restores_the_exact_originals(engine):
+    """Every hook point is wrapped, get_original returns the engine's function, uninstall puts it back."""
+    targets = _targets()
+    before = _raw(targets)
+    report = glue.install()
+    assert glue.is_installed() and report["installed"]
+    assert {h["state"] for h in report["hooks"]} == {"patched"}
+    for (cls, attr), original in zip(targets, before):
+        assert getattr(vars(cls)[attr], WRAPPER_MARK) == f"{cls.__module__}:{cls.__qualname__}.{attr}"
+        assert glue.get_original((cls, attr)) is original
+        assert glue.get_original(f"{cls.__module__}:{cls.__qualname__}.{attr}") is original
+    glue.uninstall()
+    assert not glue.is_installed()
+    assert all(a is b for a, b in zip(_raw(targets), before))
+
+
+def test_install_twice_is_a_no_op(engine, caplog):
+    """A second install logs "already installed" and leaves the same wrapper objects."""
+    glue.install(policy="raise")
+    targets = _targets()
+    first = _raw(targets)
+    with caplog.at_level(logging.INFO, logger="mm_handoff.trtllm"):
+        report = glue.install(policy="fallback")
+    assert "already installed" in caplog.text
+    assert report["policy"] == "raise"
+    assert all(a is b for a, b in zip(_raw(targets), first))
+    assert all(w.__wrapped__ is glue.get_original(t) for w, t in zip(first, targets))
+
+
+def test_concurrent_installs_patch_once(engine):
+    """Eight threads racing to install leave one layer of wrappers."""
+    targets = _targets()
+    threads = [threading.Thread(target=glue.install) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for (cls, attr), wrapper in zip(targets, _raw(targets)):
+        assert not hasattr(wrapper.__wrapped__, WRAPPER_MARK), f"{cls.__name__}.{attr} wrapped twice"
+
+
+def test_uninstall_without_install_is_harmless(engine, caplog):
+    """Nothing installed: uninstall logs and changes nothing."""
+    targets = _targets()
+    before = _raw(targets)
+    with caplog.at_level(logging.INFO, logger="mm_handoff.trtllm"):
+        glue.uninstall()
+        glue.uninstall()
+    assert "not installed" in caplog.text
+    assert all(a is b for a, b in zip(_raw(targets), before))
+
+
+def test_inherited_method_is_deleted_not_set_on_uninstall(engine):
+    """A hook inherited from a base is wrapped on the subclass and deleted again on uninstall."""
+    from tensorrt_llm.llmapi.llm import BaseLLM
+    from tensorrt_llm.llmapi.mm_encoder import MultimodalEncoder
+
+    del MultimodalEncoder.generate_async  # a release where the encoder does not override it
+    base_fn = vars(BaseLLM)["generate_async"]
+    glue.install()
+    assert "generate_async" in vars(MultimodalEncoder)
+    assert glue.get_original((MultimodalEncoder, "generate_async")) is base_fn
+    assert vars(BaseLLM)["generate_async"] is base_fn
+    glue.uninstall()
+    assert "generate_async" not in vars(MultimodalEncoder)
+    assert MultimodalEncoder.generate_async is base_fn
+
+
+def test_foreign_wrapper_on_top_is_left_alone(deployment, caplog):
+    """Someone wrapped BaseLLM._preprocess after install: uninstall warns, keeps that layer, and ours
+    stays in place switched off (a tampered request then passes unchecked)."""
+    from tensorrt_llm.llmapi.llm import BaseLLM
+
+    glue.install()
+    ours = vars(BaseLLM)["_preprocess"]
+
+    def foreign(self, *args, **kwargs):
+        return ours(self, *args, **kwargs)
+
+    BaseLLM._preprocess = foreign
+    with caplog.at_level(logging.WARNING, logger="mm_handoff.trtllm"):
+        report = glue.uninstall()
+    assert "wrapped again after install" in caplog.text
+    assert vars(BaseLLM)["_preprocess"] is foreign
+    assert report["left_in_place"] == ["tensorrt_llm.llmapi.llm:BaseLLM._preprocess"]
+    from tensorrt_llm.llmapi.mm_encoder import MultimodalEncoder
+
+    assert not hasattr(vars(MultimodalEncoder)["generate_async"], WRAPPER_MARK)  # the others were restored
+    dep = deployment()
+    from tensorrt_llm.sampling_params import SamplingParams
+
+    from trtllm_helpers import PROMPT, video_request
+
+    enc = dep.encoder.generate_async(video_request()).result()
+    enc.disaggregated_params.mrope_position_ids_handle["tensor_size"] = [3, 1, 1]
+    # ours is switched off: the stock prefill runs and nothing is checked
+    ids = dep.pd._preprocess({"prompt": PROMPT}, SamplingParams(), enc.disaggregated_params)[0]
+    assert len(ids) < len(enc.prompt_token_ids)
+
+
+def test_drifted_signature_refuses_naming_the_hook(engine):
+    """A renamed parameter on a hook point: install refuses with one line naming it, touching nothing."""
+    from tensorrt_llm.llmapi.llm import BaseLLM
+
+    def _preprocess(self, prompt, sampling_params, disaggregated_params=None):
+        return None
+
+    BaseLLM._preprocess = _preprocess
+    targets = _targets()
+    before = _raw(targets)
+    with pytest.raises(EngineNotSupportedError) as info:
+        glue.install()
+    message = str(info.value)
+    assert "tensorrt_llm.llmapi.llm:BaseLLM._preprocess" in message and "\n" not in message
+    assert "('prompt', 'sampling_params', 'disaggregated_params')" in message
+    assert not glue.is_installed()
+    assert all(a is b for a, b in zip(_raw(targets), before))
+
+
+def test_renamed_required_method_refuses_naming_the_hook(engine):
+    """The prefill method gone under both known names: install refuses naming the class and names."""
+    from tensorrt_llm._torch.models.modeling_qwen3vl import Qwen3VLInputProcessorBase
+
+    Qwen3VLInputProcessorBase.build_prefill_inputs = Qwen3VLInputProcessorBase.build_disagg_prefill_multimodal_inputs
+    del Qwen3VLInputProcessorBase.build_disagg_prefill_multimodal_inputs
+    with pytest.raises(EngineNotSupportedError, match="Qwen3VLInputProcessorBase.*build_disagg_prefill_multimodal_inputs"):
+        glue.install()
+
+
+def test_older_release_get_prompt_token_ids_is_detected_and_wrapped(deployment):
+    """An engine with the older name: that method is wrapped and answers the old tuple shape."""
+    from tensorrt_llm._torch.models.modeling_qwen3vl import Qwen3VLInputProcessorBase
+
+    cls = Qwen3VLInputProcessorBase
+    cls.get_prompt_token_ids = cls.build_disagg_prefill_multimodal_inputs
+    del cls.build_disagg_prefill_multimodal_inputs
+    report = glue.install()
+    key = "tensorrt_llm._torch.models.modeling_qwen3vl:Qwen3VLInputProcessorBase.get_prompt_token_ids"
+    assert {h["target"]: h["state"] for h in report["hooks"]}[key] == "patched"
+    dep = deployment()
+    from trtllm_helpers import PROMPT, video_request
+
+    enc = dep.encoder.generate_async(video_request()).result()
+    ids, positions, lengths = dep.pd.input_processor.get_prompt_token_ids(
+        {"prompt": PROMPT}, enc.disaggregated_params.multimodal_embedding_handles)
+    assert ids == list(enc.prompt_token_ids) and lengths == [8] and len(positions) == 1
+
+
+def test_unsupported_version_refuses(engine):
+    """A release outside the supported range is refused with the range in the message."""
+    import tensorrt_llm
+
+    tensorrt_llm.__version__ = "1.1.0"
+    with pytest.raises(EngineNotSupportedError, match=r"tensorrt_llm >= 1\.2\.0rc0, < 1\.5.*'1\.1\.0'"):
+        glue.install()
+
+
+def test_upstream_fix_makes_install_stand_down(engine):
+    """DisaggregatedParams with a multimodal_layout field: nothing is patched and status says why."""
+    from tensorrt_llm.disaggregated_params import DisaggregatedParams
+
+    DisaggregatedParams.__dataclass_fields__["multimodal_layout"] = None
+    targets = _targets()
+    before = _raw(targets)
+    report = glue.install()
+    assert report["standing_down"] and report["upstream_fix_fields"] == ["multimodal_layout"]
+    assert not glue.is_installed()
+    assert all(a is b for a, b in zip(_raw(targets), before))
+
+
+def test_engine_modules_imported_before_or_after_install(engine):
+    """Classes imported before install are patched in place; modules imported after see the patches."""
+    from tensorrt_llm.llmapi.llm import BaseLLM  # before
+
+    glue.install()
+    from tensorrt_llm._torch.models import modeling_qwen3_5  # after (install already imported it)
+    from tensorrt_llm._torch.models.modeling_qwen3vl import Qwen3VLInputProcessorBase
+
+    assert hasattr(vars(BaseLLM)["_preprocess"], WRAPPER_MARK)
+    from tensorrt_llm.inputs.registry import INPUT_PROCESSOR_REGISTRY
+
+    assert INPUT_PROCESSOR_REGISTRY._input_processors_cls_by_model_type[modeling_qwen3_5.Qwen3_5VLModel] \
+        is Qwen3VLInputProcessorBase
+    assert hasattr(vars(Qwen3VLInputProcessorBase)["build_disagg_prefill_multimodal_inputs"], WRAPPER_MARK)
+
+
+def test_status_without_install_reports_found_hooks(engine):
+    """status() probes without patching: every stand-in hook point is found."""
+    report = glue.status()
+    assert report["installed"] is False and report["tensorrt_llm"] == "1.3.0rc25"
+    assert report["upstream_fix_detected"] is False
+    assert {h["state"] for h in report["hooks"]} == {"found"}
+    assert {h["kind"] for h in report["hooks"]} == {"encoder", "prefill", "admission", "ingress", "slice"}
+
+
+def test_bad_policy_is_refused_before_touching_anything(engine):
+    """An unknown policy is a HandoffError naming the choices."""
+    with pytest.raises(HandoffError, match="raise"):
+        glue.install(policy="sometimes")
+    assert not glue.is_installed()
