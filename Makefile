@@ -25,6 +25,8 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
+	# the core's checks again in an optimised interpreter: nothing may depend on assert
+	$(PY) -O -m pytest tests/core -q -p no:cacheprovider
 
 bench: $(STAMP)
 	$(VENV)/bin/mm-handoff bench

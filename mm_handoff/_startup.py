@@ -22,9 +22,12 @@ import os
 import sys
 import threading
 
-__all__ = ["process_startup", "AUTOINSTALL_ENV", "ENGINE_MODULE"]
+__all__ = ["process_startup", "AUTOINSTALL_ENV", "ENGINE_MODULE", "PTH_LINE"]
 
 AUTOINSTALL_ENV = "MM_HANDOFF_AUTOINSTALL"
+#: the line of a ``.pth`` file that runs the start-up hook (imports nothing unless the variable is set)
+PTH_LINE = ('import os, importlib; os.environ.get("MM_HANDOFF_AUTOINSTALL") == "1" and '
+            'importlib.import_module("mm_handoff._startup").process_startup()')
 ENGINE_MODULE = "tensorrt_llm"
 
 log = logging.getLogger("mm_handoff.startup")

@@ -61,6 +61,10 @@ def summarize(data: dict) -> dict:
     return cases
 
 
+def _fmt(value, pattern: str) -> str:
+    return "-" if value is None else pattern.format(value)
+
+
 def format_table(cases: dict) -> str:
     order = sorted(cases, key=lambda c: cases[c]["tokens"] or 0)
     lines = ["| case | tokens | encoder derive+wire (ms) | naive Python (ms) | prefill mm-handoff (ms) | "
@@ -78,8 +82,7 @@ def format_table(cases: dict) -> str:
             f"| {c} | {e['tokens'] or '-'} | {ms('encoder:encoder_mm_handoff')} | {ms('encoder:encoder_naive_python')} | "
             f"{ms('prefill:prefill_mm_handoff')} | {ms('prefill:prefill_stock_trtllm')} | {ms('mrope:mrope_mm_handoff')} | "
             f"{ms('mrope:mrope_hf_get_rope_index')} | "
-            f"{'-' if 'mrope_speedup' not in e else f'{e[chr(109) + 'rope_speedup']:.1f}x'} | "
-            f"{'-' if 'wire_fraction' not in e else f'{e['wire_fraction'] * 100:.5f}%'} |")
+            f"{_fmt(e.get('mrope_speedup'), '{:.1f}x')} | {_fmt(e.get('wire_fraction'), '{:.6%}')} |")
     lines.append("")
     lines.append("Goals (medians; the 12k case is 720p40):")
     small = cases.get("720p40")

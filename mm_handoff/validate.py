@@ -84,12 +84,19 @@ def check_grid(layout: HandoffLayout, *, request_id=None) -> None:
 
 def check_embedding_rows(layout: HandoffLayout, embedding_rows, *, request_id=None) -> None:
     """Pads vs the encoder's rows: a total, or one count per item in prompt order."""
-    if isinstance(embedding_rows, (int, np.integer)):
-        if int(embedding_rows) != layout.num_pads:
-            raise EmbeddingCountError("embedding_rows", f"{layout.num_pads} (pads in the prompt)",
-                                      int(embedding_rows), request_id=request_id)
+    def as_count(value):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise EmbeddingCountError("embedding_rows", "an int row count (or a list of them)", value,
+                                      request_id=request_id)
+        return int(value)
+
+    if not isinstance(embedding_rows, (list, tuple, np.ndarray)):
+        rows = as_count(embedding_rows)
+        if rows != layout.num_pads:
+            raise EmbeddingCountError("embedding_rows", f"{layout.num_pads} (pads in the prompt)", rows,
+                                      request_id=request_id)
         return
-    rows = [int(r) for r in embedding_rows]
+    rows = [as_count(r) for r in embedding_rows]
     expected = layout.multimodal_embedding_lengths
     if rows != expected:
         raise EmbeddingCountError("embedding_rows", f"{expected} (pads per item)", rows, request_id=request_id)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import threading
 import weakref
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 

@@ -73,10 +73,11 @@ def _pad_ids(processor) -> Optional[np.ndarray]:
     return np.asarray([spec.image_pad, spec.video_pad], dtype=np.int64)
 
 
-def check_admission(processor, result, disaggregated_params, *, request_id=None) -> None:
-    """After ``BaseLLM._preprocess``: mRoPE length vs prompt, pads vs embedding rows, carried layout vs
-    the prompt actually used. Shapes come from handle dicts (``tensor_size``): nothing is rebuilt."""
-    if not isinstance(result, tuple) or not result:
+def check_admission(processor, result, disaggregated_params, *, request_id=None, prefill_layout=None) -> None:
+    """After ``BaseLLM._preprocess``: mRoPE length vs prompt, pads vs embedding rows, the layout the
+    prefill point used (else the carried one) vs the prompt actually used. Shapes come from handle
+    dicts (``tensor_size``): nothing is rebuilt."""
+    if not isinstance(result, tuple) or not result or result[0] is None:
         return
     prompt_ids = result[0]
     mm_params = find_multimodal_params(result)
@@ -86,11 +87,12 @@ def check_admission(processor, result, disaggregated_params, *, request_id=None)
     handles = embedding_handles(disaggregated_params)
     if mrope is None and handles is None:
         return
-    if prompt_ids is None or len(prompt_ids) <= 1 and handles is None:
+    if handles is None and len(prompt_ids) <= 1:
         return  # encoder-decoder placeholder prompt ([0]); nothing to compare
-    wire = carried(handles).get(LAYOUT_KEY) if handles else None
-    if wire is not None:
-        layout = decode_layout(wire, request_id=request_id)
+    layout = prefill_layout
+    if layout is None and handles is not None and carried(handles).get(LAYOUT_KEY) is not None:
+        layout = decode_layout(carried(handles)[LAYOUT_KEY], request_id=request_id)
+    if layout is not None:
         validate(layout, prompt_token_ids=prompt_ids, mrope_position_ids=shape_of(mrope),
                  embedding_rows=handle_rows(handles, request_id=request_id), request_id=request_id)
         return

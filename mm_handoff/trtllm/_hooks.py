@@ -13,7 +13,7 @@ from ..errors import HandoffError
 from ._carrier import request_label
 from ._checks import check_admission, check_context_slices, check_ingress, enforce
 from ._encoder import encoder_hook, note_preprocessed
-from ._prefill import prefill_hook
+from ._prefill import prefill_hook, reset_used_layout, used_layout
 from ._state import STATE
 
 __all__ = ["admission_hook", "ingress_hook", "slice_hook", "encoder_hook", "prefill_hook", "make_hook"]
@@ -23,13 +23,15 @@ def admission_hook(wrapped, llm, args, kwargs):
     """``BaseLLM._preprocess``: run it, then check what it produced against what travelled."""
     dp = args[2] if len(args) > 2 else kwargs.get("disaggregated_params")
     label = request_label(dp)
+    reset_used_layout()
     try:
         result = wrapped(*args, **kwargs)
     except HandoffError as exc:  # raised at the prefill point, which cannot see the request
         raise exc.with_request(label)
     note_preprocessed(result)
     try:
-        check_admission(getattr(llm, "input_processor", None), result, dp, request_id=label)
+        check_admission(getattr(llm, "input_processor", None), result, dp, request_id=label,
+                        prefill_layout=used_layout())
     except HandoffError as exc:
         enforce(STATE.policy, exc.with_request(label), where="admission (BaseLLM._preprocess)")
     return result

@@ -10,7 +10,7 @@ import importlib
 import logging
 from typing import Optional, Union
 
-from ..errors import EngineNotSupportedError
+from ..errors import EngineNotSupportedError, HandoffError
 from ..policy import Policy, resolve_policy
 from ._compat import ENGINE, SUPPORTED_VERSIONS, engine_version, upstream_fix_fields, version_in_range
 from ._hooks import make_hook
@@ -47,8 +47,9 @@ def _check_version(version: Optional[str]) -> None:
 def _refuse_on_drift(points) -> None:
     for point in points:
         if point.state == "drifted":
-            raise _refuse(f"hook {point.key}", "the signature mm-handoff was written against", point.reason,
-                          hint="the engine changed; mm-handoff stands down rather than wrap it")
+            expected, actual = point.drift
+            raise _refuse(f"hook {point.key}", expected, actual,
+                          hint="the engine changed; mm-handoff refuses rather than wrap it")
         if point.state == "missing" and point.spec.required:
             raise _refuse(f"hook {point.key}", "present", point.reason,
                           hint="a required hook point is missing from this TensorRT-LLM")
@@ -71,8 +72,9 @@ def install(*, policy: Optional[Union[str, Policy]] = None) -> dict:
         _check_version(version)
         STATE.engine_version = version
         fix = upstream_fix_fields()
+        STATE.upstream_fix_fields = fix
         if fix:
-            STATE.standing_down, STATE.upstream_fix_fields = True, fix
+            STATE.standing_down = True
             log.warning("mm-handoff: TensorRT-LLM %s already carries the encoder layout "
                         "(DisaggregatedParams.%s); standing down, nothing patched", version, ", ".join(fix))
             return status()
@@ -158,9 +160,13 @@ def _hook_state(point) -> str:
 def status(*, probe_engine: bool = True) -> dict:
     """Where things stand: installed, policy, engine version and range, each hook point, upstream fix."""
     with LOCK:
+        try:
+            policy = (STATE.policy if STATE.installed else resolve_policy(None)).value
+        except HandoffError as exc:
+            policy = f"invalid ({exc})"
         report = {
             "installed": STATE.installed,
-            "policy": (STATE.policy if STATE.installed else resolve_policy(None)).value,
+            "policy": policy,
             "tensorrt_llm": STATE.engine_version,
             "supported": list(SUPPORTED_VERSIONS),
             "upstream_fix_detected": bool(STATE.upstream_fix_fields),

@@ -35,12 +35,23 @@ from ._carrier import (
 from ._checks import FALLBACK, enforce
 from ._state import STATE
 
-__all__ = ["prefill_hook", "layout_from_carried", "check_handles", "disagg_prefill_inputs", "NEW_NAME", "OLD_NAME"]
+__all__ = ["prefill_hook", "layout_from_carried", "check_handles", "disagg_prefill_inputs", "NEW_NAME", "OLD_NAME",
+           "reset_used_layout", "used_layout"]
 
 NEW_NAME = "build_disagg_prefill_multimodal_inputs"
 OLD_NAME = "get_prompt_token_ids"
 
 _REENTRY = threading.local()
+#: the layout the prefill point answered with in this thread (admission checks the prompt against it)
+_USED = threading.local()
+
+
+def reset_used_layout() -> None:
+    _USED.layout = None
+
+
+def used_layout():
+    return getattr(_USED, "layout", None)
 
 
 def check_handles(layout, mm_handles, adapter, *, request_id=None) -> None:
@@ -119,6 +130,7 @@ def _result_class(wrapped):
 
 
 def _as_result(layout, wrapped, name):
+    _USED.layout = layout
     if name == OLD_NAME:  # the get_prompt_token_ids era returned (ids, positions, lengths)
         return layout.token_id_list(), layout.multimodal_positions, layout.multimodal_lengths
     return disagg_prefill_inputs(layout, _result_class(wrapped))

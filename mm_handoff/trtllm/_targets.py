@@ -106,6 +106,8 @@ class HookPoint:
     #: found | missing | drifted
     state: str = "missing"
     reason: str = ""
+    #: for a drifted hook: (what mm-handoff expects, what the engine has)
+    drift: Optional[tuple] = None
 
     @property
     def name(self) -> str:
@@ -129,12 +131,14 @@ def import_model_modules() -> dict:
 def _check_callable(point: HookPoint, raw) -> HookPoint:
     if not inspect.isfunction(raw):
         point.state, point.reason = "drifted", f"{point.key} is {type(raw).__name__}, expected a plain method"
+        point.drift = ("a plain method", type(raw).__name__)
         return point
-    names = list(inspect.signature(raw).parameters)[1:]
-    want = list(point.spec.params)
+    names = tuple(list(inspect.signature(raw).parameters)[1:])
+    want = tuple(point.spec.params)
     if names[:len(want)] != want:
         point.state = "drifted"
-        point.reason = f"{point.key} takes {tuple(names)}, expected it to start with {tuple(want)}"
+        point.reason = f"{point.key} takes {names}, expected it to start with {want}"
+        point.drift = (f"parameters starting {want}", names)
         return point
     point.state = "found"
     return point

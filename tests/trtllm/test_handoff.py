@@ -141,8 +141,6 @@ def test_tampered_layout_payload_fails_its_checksum(deployment):
 
 def test_images_keep_working_with_and_without_a_carried_layout(deployment):
     """An image request matches aggregated when stamped, and the stock result stands when nothing is carried."""
-    from tensorrt_llm.inputs.multimodal_data import VideoData  # noqa: F401  (engine imported)
-
     glue.install()
     dep = deployment()
     image = np.zeros((64, 64, 3), dtype=np.uint8)

@@ -143,6 +143,7 @@ def test_drifted_signature_refuses_naming_the_hook(engine):
     message = str(info.value)
     assert "tensorrt_llm.llmapi.llm:BaseLLM._preprocess" in message and "\n" not in message
     assert "('prompt', 'sampling_params', 'disaggregated_params')" in message
+    assert "('inputs', 'sampling_params', 'disaggregated_params')" in message
     assert not glue.is_installed()
     assert all(a is b for a, b in zip(_raw(targets), before))
 

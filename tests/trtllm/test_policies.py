@@ -192,3 +192,14 @@ def test_slice_precheck_passes_matching_requests_untouched(engine):
     wrapped = runner._prepare_tp_inputs(ScheduledRequests(context_requests=[_context_request(10, 10)]), None, None, **kw)
     stock = original(runner, ScheduledRequests(context_requests=[_context_request(10, 10)]), None, None, **kw)
     np.testing.assert_array_equal(wrapped[0]["position_ids"], stock[0]["position_ids"])
+
+
+def test_rebuild_replaces_a_corrupted_layout_and_admission_checks_the_rebuilt_one(deployment):
+    """Policy rebuild: a payload failing its checksum is replaced by the rebuild; admission accepts it."""
+    glue.install(policy="rebuild")
+    dep = deployment()
+    enc = _encoded(dep)
+    wire = enc.disaggregated_params.multimodal_embedding_handles[0][glue.LAYOUT_KEY]
+    wire["checksum"] = "0" * 32
+    ids = dep.pd._preprocess({"prompt": PROMPT}, _sp(), enc.disaggregated_params)[0]
+    assert ids == list(enc.prompt_token_ids)

@@ -110,3 +110,17 @@ def test_run_command_strips_the_separator_and_needs_a_command(capsys):
     assert main(["run"]) == 2
     assert main(["run", "--"]) == 2
     assert capsys.readouterr().err.count("mm-handoff: error: run needs a command") == 2
+
+
+def test_documented_pth_line_registers_the_hook_only_when_enabled(tmp_path):
+    """The .pth line from the docs, processed by site: the hook is armed with the variable, absent without."""
+    from mm_handoff._startup import PTH_LINE
+
+    (tmp_path / "mm_handoff_autoinstall.pth").write_text(PTH_LINE + "\n")
+    code = (f"import site, sys; site.addsitedir({str(tmp_path)!r}); "
+            "print(any(type(f).__name__ == '_PostImportFinder' for f in sys.meta_path), "
+            "'mm_handoff' in sys.modules)")
+    on = run_python(code, stand_in=False, env={"MM_HANDOFF_AUTOINSTALL": "1"})
+    off = run_python(code, stand_in=False)
+    assert on.stdout.split() == ["True", "True"], on.stderr
+    assert off.stdout.split() == ["False", "False"], off.stderr

@@ -1,0 +1,187 @@
+"""Hardening: no check depends on ``assert``; validator entry points turn any garbage into typed errors;
+encoder/prefill skew is named; the registry and adapters are safe under concurrent use."""
+
+import ast
+import concurrent.futures
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import mm_handoff
+from handoff_strategies import layouts
+from mm_handoff import HandoffError, SkewError, check_mrope_slice, check_skew, from_wire, get_adapter, validate
+from mm_handoff.adapters import FAMILIES
+
+PKG = Path(mm_handoff.__file__).parent
+
+
+def test_package_has_no_assert_statements():
+    """Validation never relies on assert (it vanishes under python -O)."""
+    offenders = []
+    for path in PKG.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Assert):
+                offenders.append(f"{path.relative_to(PKG)}:{node.lineno}")
+    assert offenders == []
+
+
+def test_checks_hold_under_python_O():
+    """In an optimised interpreter every invalid input still raises its typed error."""
+    script = r'''
+import sys, numpy as np
+from mm_handoff import *
+a = get_adapter("qwen3_vl"); s = a.spec
+assert_off = True
+try:
+    assert False
+except AssertionError:
+    assert_off = False
+if not assert_off:
+    sys.exit("not running under -O")
+raw = [1, s.vision_start, s.video_pad, s.vision_end, 2]
+meta = {"fps": 24.0, "frames_indices": list(range(8)), "total_num_frames": 8}
+agg = a.derive_layout(a.rebuild_token_ids(raw, video_grid_thw=[[4, 4, 6]], video_metadata=[meta]), video_grid_thw=[[4, 4, 6]])
+stock = a.derive_layout(a.stock_token_ids(raw, video_grid_thw=[[4, 4, 6]]), video_grid_thw=[[4, 4, 6]], mrope=False)
+cases = [
+    (MropeLengthError, lambda: validate(stock, mrope_position_ids=agg.mrope_position_ids)),
+    (GridMismatchError, lambda: validate(stock)),
+    (EmbeddingCountError, lambda: validate(agg, embedding_rows=3)),
+    (MropeLengthError, lambda: check_mrope_slice([3, 1, 10], 9)),
+    (LayoutError, lambda: HandoffLayout([1, 2], (MultimodalItem("video", ((0, 2),), 2, (1, 2, 4)),), s, family="x", convention="pad_only")),
+    (WireChecksumError, lambda: from_wire(dict(agg.to_wire(), checksum="0" * 32))),
+    (WireLimitError, lambda: from_wire(dict(agg.to_wire(), length=10**12))),
+]
+for kind, fn in cases:
+    try:
+        fn()
+    except kind:
+        continue
+    sys.exit(f"{kind.__name__} not raised")
+print("ok", len(cases))
+'''
+    r = subprocess.run([sys.executable, "-O", "-c", script], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok 7"
+
+
+GARBAGE = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True), st.text(max_size=8),
+              st.binary(max_size=8)),
+    lambda inner: st.one_of(st.lists(inner, max_size=5), st.dictionaries(st.text(max_size=6), inner, max_size=5)),
+    max_leaves=12,
+)
+
+
+@given(GARBAGE, GARBAGE)
+def test_check_mrope_slice_garbage(shape, prompt_len):
+    """Anything as a shape or prompt length: a typed error or a clean pass, never another exception."""
+    try:
+        check_mrope_slice(shape, prompt_len if isinstance(prompt_len, int) else 5)
+    except HandoffError as exc:
+        assert exc.field in str(exc)
+
+
+@given(GARBAGE)
+def test_from_wire_garbage(obj):
+    try:
+        from_wire(obj)
+    except HandoffError as exc:
+        assert exc.field in str(exc)
+
+
+@given(st.text(max_size=200))
+def test_from_wire_garbage_text(text):
+    try:
+        from_wire(text)
+    except HandoffError as exc:
+        assert exc.field in str(exc)
+
+
+@given(layouts(mrope=False), GARBAGE, GARBAGE)
+def test_validate_garbage_arguments(lay, rows, ids):
+    """validate() with garbage embedding rows / prompt ids: HandoffError or pass, nothing else."""
+    for kwargs in ({"embedding_rows": rows}, {"prompt_token_ids": ids if isinstance(ids, list) else [ids]}):
+        try:
+            validate(lay, **kwargs)
+        except HandoffError as exc:
+            assert exc.field in str(exc)
+
+
+def test_reject_1e12_pads_fast():
+    """A payload of a few hundred bytes claiming 10**12 pads is rejected in microseconds."""
+    wire = get_adapter("qwen3_vl").derive_layout([1, 2, 3], mrope=False).to_wire()
+    attack = json.dumps(dict(wire, length=10**12))
+    best = min(_time(lambda: _rejects(attack)) for _ in range(50))
+    assert best < 0.01  # measured ~10-30 us; the bound only guards against an allocation
+
+
+def _rejects(payload):
+    try:
+        from_wire(payload)
+    except HandoffError:
+        return
+    raise RuntimeError("accepted")
+
+
+def _time(fn):
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+@pytest.mark.parametrize("prefill_family, prefill_convention, field", [
+    ("qwen3_5", "pad_only", "family"),
+    ("qwen3_vl", "replace_wrapper", "convention"),
+])
+def test_skew_is_named_on_both_sides(prefill_family, prefill_convention, field):
+    enc = FAMILIES["qwen3_vl"](convention="pad_only")
+    lay = enc.derive_layout([1, 2, 3], mrope=False)
+    pre = FAMILIES[prefill_family](convention=prefill_convention)
+    with pytest.raises(SkewError) as info:
+        check_skew(lay, family=pre.family, convention=pre.convention, tokenizer_digest=pre.tokenizer_digest,
+                   request_id="r")
+    assert info.value.field == field and "(prefill)" in str(info.value) and "(encoder)" in str(info.value)
+
+
+def test_tokenizer_skew_detected():
+    """Same family, other tokenizer ids (Qwen3.5 ids under a qwen3_vl name): the digest differs."""
+    from mm_handoff.adapters.qwen3_5 import Qwen3_5Adapter
+
+    enc = Qwen3_5Adapter(convention="pad_only")
+    lay = enc.derive_layout([1, 2, 3], mrope=False)
+    pre = FAMILIES["qwen3_5"](convention="pad_only")
+    check_skew(lay, family="qwen3_5", convention="pad_only", tokenizer_digest=pre.tokenizer_digest)
+    with pytest.raises(SkewError) as info:
+        check_skew(lay, family="qwen3_5", convention="pad_only",
+                   tokenizer_digest=FAMILIES["qwen3_vl"](convention="pad_only").tokenizer_digest)
+    assert info.value.field == "tokenizer_digest"
+    check_skew(FAMILIES["cosmos3_omni"](convention="pad_only").derive_layout([1], mrope=False),
+               family="cosmos3", convention="pad_only", tokenizer_digest=None)  # alias, same family
+
+
+def test_concurrent_derivation_and_registry_lookups():
+    """Many threads deriving, encoding, decoding and resolving adapters: no cross-talk."""
+    a = get_adapter("qwen3_vl")
+    s = a.spec
+
+    def job(k):
+        frames = 2 + k % 9
+        grid = [[(frames + 1) // 2, 2 * (1 + k % 3), 4]]
+        raw = [1000 + k, s.vision_start, s.video_pad, s.vision_end, 2000 + k]
+        meta = {"fps": 24.0, "frames_indices": list(range(k, k + frames)), "total_num_frames": k + frames}
+        adapter = get_adapter(["qwen3_vl", "qwen3_vl_moe", "cosmos3_omni"][k % 3])
+        lay = adapter.derive_layout(adapter.rebuild_token_ids(raw, video_grid_thw=grid, video_metadata=[meta]),
+                                    video_grid_thw=grid)
+        back = from_wire(json.dumps(lay.to_wire()))
+        validate(back, embedding_rows=lay.num_pads)
+        return k, lay.token_ids[0], back.fingerprint(include_mrope=False) == lay.fingerprint(include_mrope=False)
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(job, range(400)))
+    assert all(first == 1000 + k and same for k, first, same in results)
