@@ -32,10 +32,13 @@ def _shape_of(value, request_id=None) -> tuple:
     if shape is None:
         shape = value
     try:
-        return tuple(int(d) for d in shape)
-    except (TypeError, ValueError) as exc:
-        raise MropeLengthError("mrope_position_ids.shape", "[3, L] or [3, 1, L]", shape,
-                               request_id=request_id) from exc
+        dims = tuple(shape)
+    except TypeError:
+        dims = None
+    if dims is None or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
+                               for d in dims):
+        raise MropeLengthError("mrope_position_ids.shape", "[3, L] or [3, 1, L]", shape, request_id=request_id)
+    return tuple(int(d) for d in dims)
 
 
 def check_mrope_slice(mrope_position_ids_or_shape, prompt_len: int, *, begin: int = 0,
