@@ -4,6 +4,7 @@ import base64
 import copy
 import json
 import time
+import zlib
 
 import numpy as np
 import pytest
@@ -32,7 +33,7 @@ def test_round_trip_through_json(layout):
     assert back == layout.with_mrope(None, layout.mrope_position_delta)
     assert back.mrope_position_ids is None and back.mrope_position_delta == -11220
     assert back.fingerprint(include_mrope=False) == layout.fingerprint(include_mrope=False)
-    assert len(text) < 4000  # 12,054 ids in ~3 KB
+    assert len(text) < 1500  # 12,054 ids in ~1 KB
     # it fits inside a handle dict as an extra key and survives JSON there too
     handle = {"tensor_size": [11880, 16384], "method_key": 2, "mm_handoff.layout": wire}
     assert from_wire(json.loads(json.dumps(handle))["mm_handoff.layout"]) == back
@@ -44,11 +45,20 @@ def test_round_trip_property(lay):
     assert back == lay.with_mrope(None, lay.mrope_position_delta)
 
 
+def _raw(w):
+    return bytearray(zlib.decompress(base64.b64decode(w["arrays"])))
+
+
+def _set_raw(w, raw):
+    w["arrays"] = base64.b64encode(zlib.compress(bytes(raw), 1)).decode()
+
+
 def _mutations(draw, wire):
     """One single-field corruption of a valid payload."""
     w = copy.deepcopy(wire)
-    kind = draw(st.sampled_from(["drop", "extra", "retype", "perturb_int", "flip_ids", "truncate_ids",
-                                 "reorder_runs", "checksum", "version", "item_field", "spec_field"]))
+    kind = draw(st.sampled_from(["drop", "extra", "retype", "perturb_int", "flip_content", "flip_blob",
+                                 "truncate_blob", "reorder_runs", "checksum", "version", "item_field",
+                                 "spec_field", "sizes_field"]))
     junk = draw(st.one_of(st.none(), st.booleans(), st.integers(-5, 2**40), st.text(max_size=5),
                           st.lists(st.integers(-3, 3), max_size=3), st.floats(allow_nan=True)))
     if kind == "drop":
@@ -63,37 +73,42 @@ def _mutations(draw, wire):
     elif kind == "perturb_int":
         key = draw(st.sampled_from(["length", "mrope_position_delta"]))
         w[key] = (w[key] or 0) + draw(st.integers(1, 1000)) * draw(st.sampled_from([1, -1]))
-    elif kind in ("flip_ids", "truncate_ids"):
-        part = draw(st.sampled_from(["values", "counts"]))
-        raw = bytearray(base64.b64decode(w["ids"][part]))
-        if kind == "flip_ids":
-            i = draw(st.integers(0, len(raw) - 1))
-            raw[i] ^= draw(st.integers(1, 255))
+    elif kind == "flip_content":  # bytes changed before compression: zlib is happy, the content is not
+        raw = _raw(w)
+        i = draw(st.integers(0, len(raw) - 1))
+        raw[i] ^= draw(st.integers(1, 255))
+        _set_raw(w, raw)
+    elif kind in ("flip_blob", "truncate_blob"):
+        blob = bytearray(base64.b64decode(w["arrays"]))
+        if kind == "flip_blob":
+            i = draw(st.integers(0, len(blob) - 1))
+            blob[i] ^= draw(st.integers(1, 255))
         else:
-            raw = raw[: draw(st.integers(0, len(raw) - 1))]
-        w["ids"][part] = base64.b64encode(bytes(raw)).decode()
+            blob = blob[: draw(st.integers(0, len(blob) - 1))]
+        w["arrays"] = base64.b64encode(bytes(blob)).decode()
     elif kind == "reorder_runs":
-        runs = [r for it in w["items"] for r in it["runs"]]
-        if len(runs) < 2 or len(w["items"][0]["runs"]) < 2:
+        n_runs, n_rle = w["sizes"]["runs"], w["sizes"]["rle"]
+        if n_runs < 2:
             return None
-        w["items"][0]["runs"].reverse()
+        raw = _raw(w)
+        arr = np.frombuffer(bytes(raw), dtype="<i4").copy()
+        offs = np.cumsum(arr[2 * n_rle:2 * n_rle + n_runs])[::-1]
+        arr[2 * n_rle:2 * n_rle + n_runs] = np.concatenate(([offs[0]], np.diff(offs)))
+        _set_raw(w, arr.tobytes())
     elif kind == "checksum":
         w["checksum"] = "0" * 32
     elif kind == "version":
         w["version"] = draw(st.integers(2, 99))
-    elif kind == "item_field":
-        if not w["items"]:
+    elif kind in ("item_field", "spec_field", "sizes_field"):
+        target = {"spec_field": w["spec"], "sizes_field": w["sizes"]}.get(kind)
+        if kind == "item_field":
+            if not w["items"]:
+                return None
+            target = w["items"][draw(st.integers(0, len(w["items"]) - 1))]
+        key = draw(st.sampled_from(sorted(target)))
+        if target[key] == junk:
             return None
-        item = w["items"][draw(st.integers(0, len(w["items"]) - 1))]
-        key = draw(st.sampled_from(sorted(item)))
-        if item[key] == junk:
-            return None
-        item[key] = junk
-    elif kind == "spec_field":
-        key = draw(st.sampled_from(sorted(w["spec"])))
-        if w["spec"][key] == junk:
-            return None
-        w["spec"][key] = junk
+        target[key] = junk
     return kind, w
 
 
@@ -126,10 +141,17 @@ def test_specific_rejections(layout):
     assert info.value.field == "wire.json"
     with pytest.raises(WireFormatError):
         from_wire([1, 2, 3])
-    bad = copy.deepcopy(wire)
-    bad["items"][0]["runs"][0][0] += 1  # a run shifted onto a timestamp token
+    bad = copy.deepcopy(wire)  # the first run shifted by one token, onto a timestamp
+    n_rle = bad["sizes"]["rle"]
+    arr = np.frombuffer(zlib.decompress(base64.b64decode(bad["arrays"])), dtype="<i4").copy()
+    arr[2 * n_rle] += 1
+    bad["arrays"] = base64.b64encode(zlib.compress(arr.tobytes(), 1)).decode()
     with pytest.raises(HandoffError):
         from_wire(bad)
+    bomb = dict(wire, arrays=base64.b64encode(zlib.compress(b"\0" * 10_000_000, 9)).decode())
+    with pytest.raises(WireFormatError) as info:  # inflating stops at the declared size
+        from_wire(bomb)
+    assert info.value.field == "wire.arrays"
 
 
 def test_huge_declared_sizes_rejected_before_allocation():
@@ -138,10 +160,10 @@ def test_huge_declared_sizes_rejected_before_allocation():
     tiny = a.derive_layout([1, 2, 3], mrope=False).to_wire()
     for attack in (
         dict(tiny, length=10**12),
-        dict(tiny, ids={"values": base64.b64encode(np.int32([151656]).tobytes()).decode(),
-                        "counts": base64.b64encode(np.int32([2**31 - 1]).tobytes()).decode()}),
-        dict(tiny, items=[{"modality": "video", "grid_thw": [10**6, 10**6, 10**6], "runs": [[0, 10**12]],
-                           "timestamps": None, "timestamp_spans": None}]),
+        dict(tiny, sizes={"rle": 10**12, "runs": 0, "timestamps": 0}),
+        dict(tiny, sizes={"rle": 1, "runs": 10**12, "timestamps": 0}),
+        dict(tiny, items=[{"modality": "video", "grid_thw": [10**6, 10**6, 10**6], "runs": 10**12,
+                           "timestamps": False}]),
     ):
         start = time.perf_counter()
         with pytest.raises(WireFormatError):
@@ -149,5 +171,7 @@ def test_huge_declared_sizes_rejected_before_allocation():
         assert time.perf_counter() - start < 5  # generous: the point is no 10**12-element allocation
     with pytest.raises(WireLimitError):
         from_wire(dict(tiny, items=[{}] * 5), limits=WireLimits(max_items=4))
+    with pytest.raises(WireLimitError):
+        from_wire(dict(tiny, length=100), limits=WireLimits(max_prompt_len=99))
     with pytest.raises(WireLimitError):
         from_wire("x" * 100, limits=WireLimits(max_payload_chars=10))
