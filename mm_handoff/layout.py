@@ -235,6 +235,8 @@ class HandoffLayout:
         """The ids as a Python list (what TensorRT-LLM's dataclasses take), built from the run-length
         form: list repetition is several times faster than ``ndarray.tolist`` on pad-heavy prompts."""
         values, counts = self.rle()
+        if values.shape[0] * 8 > self.prompt_len:  # many short runs: the C loop of tolist wins
+            return self.token_ids.tolist()
         out: list = []
         for v, c in zip(values.tolist(), counts.tolist()):
             out += [v] * c
@@ -326,9 +328,11 @@ def _fingerprint(layout: HandoffLayout, include_mrope: bool) -> str:
     h.update(np.ascontiguousarray(values, dtype="<i4").tobytes())
     h.update(np.ascontiguousarray(counts, dtype="<i4").tobytes())
     for item in layout.items:
-        h.update(repr((item.modality, item.grid_thw, item.embedding_length,
-                       item.timestamps, item.timestamp_spans)).encode())
+        h.update(repr((item.modality, item.grid_thw, item.embedding_length, item.timestamps is None)).encode())
         h.update(np.asarray([(r.offset, r.length) for r in item.runs], dtype="<i8").tobytes())
+        if item.timestamps is not None:
+            h.update(np.asarray(item.timestamps, dtype="<f8").tobytes())
+            h.update(np.asarray(item.timestamp_spans, dtype="<i8").tobytes())
     if include_mrope:
         if layout.mrope_position_ids is not None:
             h.update(b"mrope")

@@ -30,11 +30,14 @@ def mrope_positions(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_gr
     video_grids = [(1, h, w) for t, h, w in normalize_grids(video_grid_thw, "video_grid_thw") for _ in range(t)]
 
     kind = np.zeros(n + 2, dtype=np.int8)
-    kind[1:-1][ids == spec.image_pad] = 1
-    kind[1:-1][ids == spec.video_pad] = 2
-    bounds = np.flatnonzero(kind[1:] != kind[:-1])
-    starts, ends = bounds[:-1], bounds[1:]
-    seg_kind = kind[1:-1][starts] if n else np.zeros(0, dtype=np.int8)
+    np.add((ids == spec.image_pad).view(np.int8), (ids == spec.video_pad).view(np.int8) * 2, out=kind[1:-1])
+    edges = np.flatnonzero(kind[1:] != kind[:-1])  # every change of token type, incl. 0 / n at pad edges
+    if not edges.size or edges[0] != 0:
+        edges = np.concatenate(([0], edges))
+    if edges[-1] != n:
+        edges = np.concatenate((edges, [n]))
+    starts, ends = edges[:-1], edges[1:]
+    seg_kind = kind[1:-1][starts]
     mm = seg_kind != 0
     mm_starts, mm_ends, mm_kind = starts[mm], ends[mm], seg_kind[mm]
 
@@ -60,29 +63,45 @@ def mrope_positions(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_gr
         raise GridMismatchError(f"pad run at {int(mm_starts[k])}", f"{int(gt[k] * lh[k] * lw[k])} pads for grid "
                                 f"{tuple(int(v) for v in grids[k])}", int(run_len[k]), request_id=request_id)
 
-    # Text token i sits at i + shift(i), where shift grows by (advance - run length) after each pad
-    # run. A pad at offset k of a run starting at s has base s + shift = i - k, so every row is
-    # arange(n) + shift + (pattern(k) - k): one dense add, with per-shape patterns built once.
+    # Token i sits at i + shift, where shift is constant per segment (text or pad run) and grows by
+    # (advance - run length) after each pad run. A pad at offset k of its run then adds
+    # pattern(k) - k per row; patterns are built once per run shape.
     adv = np.maximum(grids[:, 1], grids[:, 2]) // m
-    steps = np.zeros(n + 1, dtype=np.int64)
-    steps[mm_ends] = adv - run_len
-    shift = np.cumsum(steps[:n])
-    shift += np.arange(n, dtype=np.int64)
-    pieces, cursor, patterns = [], 0, {}
-    for s, e, t_, h_, w_ in zip(mm_starts.tolist(), mm_ends.tolist(), gt.tolist(), lh.tolist(), lw.tolist()):
+    run_shift = np.concatenate(([0], np.cumsum(adv - run_len)))
+    base = np.arange(n, dtype=np.int64)
+    base += np.repeat(run_shift[np.cumsum(mm) - mm], ends - starts)
+    patterns = {}
+
+    def pattern(t_, h_, w_):
         pat = patterns.get((t_, h_, w_))
         if pat is None:
             k = np.arange(t_ * h_ * w_, dtype=np.int64)
             rem = k % (h_ * w_)
             pat = patterns[(t_, h_, w_)] = np.stack((k // (h_ * w_) - k, rem // w_ - k, rem % w_ - k))
-        if s > cursor:
-            pieces.append(np.zeros((3, s - cursor), dtype=np.int64))
-        pieces.append(pat)
-        cursor = e
-    if n > cursor:
-        pieces.append(np.zeros((3, n - cursor), dtype=np.int64))
-    pos = np.concatenate(pieces, axis=1) if len(pieces) > 1 else (pieces[0].copy() if pieces else np.zeros((3, 0), dtype=np.int64))
-    pos += shift
-    delta = int(pos.max()) + 1 - n if n else 0
+        return pat
+
+    shapes = list(zip(mm_starts.tolist(), mm_ends.tolist(), gt.tolist(), lh.tolist(), lw.tolist()))
+    if len(shapes) <= 64:  # few runs: add each pattern in place
+        pos = np.empty((3, n), dtype=np.int64)
+        pos[:] = base
+        for s, e, t_, h_, w_ in shapes:
+            pos[:, s:e] += pattern(t_, h_, w_)
+    else:  # many small runs: one concatenation of zeros and patterns, one add
+        pieces, cursor = [], 0
+        for s, e, t_, h_, w_ in shapes:
+            if s > cursor:
+                pieces.append(np.zeros((3, s - cursor), dtype=np.int64))
+            pieces.append(pattern(t_, h_, w_))
+            cursor = e
+        if n > cursor:
+            pieces.append(np.zeros((3, n - cursor), dtype=np.int64))
+        pos = np.concatenate(pieces, axis=1)
+        pos += base
+    # the largest position is the last token's or a run's base + its largest in-run offset
+    peak = int(pos[:, -1].max()) if n else -1
+    if len(mm_starts):
+        run_peak = base[mm_starts] + np.maximum(np.maximum(gt - 1, lh - 1), lw - 1)
+        peak = max(peak, int(run_peak.max()))
+    delta = peak + 1 - n
     pos.flags.writeable = False
     return pos, delta
