@@ -84,8 +84,11 @@ def mrope_positions(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_gr
     if len(shapes) <= 64:  # few runs: add each pattern in place
         pos = np.empty((3, n), dtype=np.int64)
         pos[:] = base
-        for s, e, t_, h_, w_ in shapes:
-            pos[:, s:e] += pattern(t_, h_, w_)
+        pats = [pattern(t_, h_, w_) for _, _, t_, h_, w_ in shapes]
+        for row in range(3):  # contiguous 1-D slices: about twice as fast as (3, k) blocks
+            line = pos[row]
+            for (s, e, _, _, _), pat in zip(shapes, pats):
+                line[s:e] += pat[row]
     else:  # many small runs: one concatenation of zeros and patterns, one add
         pieces, cursor = [], 0
         for s, e, t_, h_, w_ in shapes:
