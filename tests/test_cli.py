@@ -91,3 +91,37 @@ def test_bad_input_is_one_line_and_exit_2(files, args, needle):
 def test_selfcheck():
     r = cli("selfcheck")
     assert r.returncode == 0 and "+160" in r.stdout and "caught" in r.stdout
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+JSONISH = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40), st.floats(allow_nan=False), st.text(max_size=6)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(
+        ["token_ids", "family", "video_grid_thw", "image_grid_thw", "format", "x"]), inner, max_size=4)),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=300)
+@given(st.one_of(st.binary(max_size=60), JSONISH.map(lambda v: json.dumps(v).encode())))
+def test_cli_fuzz_inspect_never_tracebacks(content):
+    """Any file content: exit 0 with a layout, or exit 2 with one 'mm-handoff: error:' line."""
+    import contextlib
+    import io
+    import tempfile
+
+    from mm_handoff.cli import main
+
+    with tempfile.NamedTemporaryFile(suffix=".json") as fh:
+        fh.write(content)
+        fh.flush()
+        out_buf, err_buf = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out_buf), contextlib.redirect_stderr(err_buf):
+            code = main(["inspect", fh.name])
+    out, err = out_buf.getvalue(), err_buf.getvalue()
+    assert code in (0, 2)
+    if code == 2:
+        assert err.startswith("mm-handoff: error: ") and len(err.strip().splitlines()) == 1
+    else:
+        assert out.startswith("family ")

@@ -67,3 +67,36 @@ def test_thousand_requests_from_threads_no_cross_talk(deployment):
             lengths = got.multimodal_params.multimodal_data["multimodal_embedding_lengths"]
             assert lengths == [h["tensor_size"][0] for h in dp.multimodal_embedding_handles]
     assert 100 < n_bad < 200
+
+
+def test_install_uninstall_raced_from_threads_leaves_one_consistent_state(engine):
+    """8 threads x 50 random install/uninstall calls: afterwards either every hook point carries exactly
+    one mm-handoff wrapper (installed) or every original is back (uninstalled), never a mix."""
+    import threading
+
+    from tensorrt_llm.executor.base_worker import BaseWorker
+    from tensorrt_llm.llmapi.llm import BaseLLM
+
+    targets = [(BaseLLM, "_preprocess"), (BaseWorker, "_enqueue_request")]
+    originals = [vars(cls)[attr] for cls, attr in targets]
+    barrier = threading.Barrier(8)
+
+    def churn(seed):
+        rng = random.Random(seed)
+        barrier.wait()
+        for _ in range(50):
+            (glue.install if rng.random() < 0.5 else glue.uninstall)()
+
+    threads = [threading.Thread(target=churn, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    current = [vars(cls)[attr] for cls, attr in targets]
+    if glue.is_installed():
+        for fn, orig in zip(current, originals):
+            assert fn is not orig and getattr(fn, "__wrapped__", None) is orig  # one layer, over the original
+    else:
+        assert all(fn is orig for fn, orig in zip(current, originals))
+    glue.uninstall()
+    assert [vars(cls)[attr] for cls, attr in targets] == originals and not glue.is_installed()
