@@ -130,3 +130,42 @@ def _check_bitwise(adapter, ids, grid):
     pos, delta = adapter.mrope_positions(ids, video_grid_thw=grid)
     assert torch.equal(hf_pos[:, 0, :], torch.from_numpy(np.array(pos))) and hf_pos.dtype == torch.int64
     assert int(hf_delta) == delta
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_roundtrip_mm_handoff(benchmark, name):
+    """Derivation + validation + wire round trip (encode, JSON, decode): one request's whole layer."""
+    adapter, ids, layout = expanded(name)
+    grid = [CASES[name].grid]
+    rows = layout.num_pads
+    benchmark.group = f"roundtrip/{name}"
+    benchmark.extra_info.update(tokens=int(len(ids)), role="mm-handoff")
+
+    def roundtrip():
+        lay = adapter.derive_layout(ids, video_grid_thw=grid, mrope=False)
+        validate(lay, embedding_rows=rows)
+        back = from_wire(json.dumps(lay.to_wire()))
+        return validate(back, mrope_position_ids=(3, 1, back.prompt_len), embedding_rows=rows)
+
+    assert _run(benchmark, roundtrip, name) == layout.without_mrope().with_mrope(None, None)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_roundtrip_naive_python(benchmark, name):
+    """The same with the naive pure-Python derivation in place of the numpy one."""
+    adapter, ids, layout = expanded(name)
+    id_list = ids.tolist()
+    grid = [CASES[name].grid]
+    rows = layout.num_pads
+    benchmark.group = f"roundtrip/{name}"
+    benchmark.extra_info.update(role="baseline")
+    rounds = {"720p40": 20, "768f-official": 10, "768f-720p": 2}[name]
+
+    def roundtrip():
+        lay = derive_layout_naive(id_list, adapter.spec, video_grid_thw=grid, family="qwen3_vl", convention="pad_only",
+                                  tokenizer_digest=adapter.tokenizer_digest)
+        validate(lay, embedding_rows=rows)
+        back = from_wire(json.dumps(lay.to_wire()))
+        return validate(back, mrope_position_ids=(3, 1, back.prompt_len), embedding_rows=rows)
+
+    benchmark.pedantic(roundtrip, rounds=rounds, iterations=1)

@@ -56,6 +56,8 @@ def summarize(data: dict) -> dict:
             entry["mrope_speedup"] = med("mrope:mrope_hf_get_rope_index") / med("mrope:mrope_mm_handoff")
         if med("encoder:encoder_mm_handoff") and med("encoder:encoder_naive_python"):
             entry["encoder_speedup"] = med("encoder:encoder_naive_python") / med("encoder:encoder_mm_handoff")
+        if med("roundtrip:roundtrip_mm_handoff") and med("roundtrip:roundtrip_naive_python"):
+            entry["roundtrip_speedup"] = med("roundtrip:roundtrip_naive_python") / med("roundtrip:roundtrip_mm_handoff")
         if med("prefill:prefill_mm_handoff") and entry["tokens"]:
             entry["prefill_us_per_1k_tokens"] = med("prefill:prefill_mm_handoff") * 1e3 / (entry["tokens"] / 1000)
     return cases
@@ -67,9 +69,10 @@ def _fmt(value, pattern: str) -> str:
 
 def format_table(cases: dict) -> str:
     order = sorted(cases, key=lambda c: cases[c]["tokens"] or 0)
-    lines = ["| case | tokens | encoder derive+wire (ms) | naive Python (ms) | prefill mm-handoff (ms) | "
+    lines = ["| case | tokens | derive+validate+wire round trip (ms) | same, naive Python derivation (ms) | "
+             "encoder derive+wire (ms) | naive Python (ms) | prefill mm-handoff (ms) | "
              "prefill stock (ms) | mRoPE numpy (ms) | HF get_rope_index (ms) | mRoPE speed-up | wire / payload |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in order:
         e = cases[c]
         r = e["rows"]
@@ -79,7 +82,9 @@ def format_table(cases: dict) -> str:
             return "-" if v is None else f"{v:.3f}"
 
         lines.append(
-            f"| {c} | {e['tokens'] or '-'} | {ms('encoder:encoder_mm_handoff')} | {ms('encoder:encoder_naive_python')} | "
+            f"| {c} | {e['tokens'] or '-'} | {ms('roundtrip:roundtrip_mm_handoff')} | "
+            f"{ms('roundtrip:roundtrip_naive_python')} | {ms('encoder:encoder_mm_handoff')} | "
+            f"{ms('encoder:encoder_naive_python')} | "
             f"{ms('prefill:prefill_mm_handoff')} | {ms('prefill:prefill_stock_trtllm')} | {ms('mrope:mrope_mm_handoff')} | "
             f"{ms('mrope:mrope_hf_get_rope_index')} | "
             f"{_fmt(e.get('mrope_speedup'), '{:.1f}x')} | {_fmt(e.get('wire_fraction'), '{:.6%}')} |")
@@ -91,6 +96,12 @@ def format_table(cases: dict) -> str:
         if p is not None:
             lines.append(f"- prefill-side work at 12k ids: {p:.3f} ms (goal <= {PREFILL_GOAL_MS} ms: "
                          f"{'met' if p <= PREFILL_GOAL_MS else 'NOT met'}, {p / PREFILL_GOAL_MS:.2f}x the budget)")
+    if small:
+        rt = small["rows"].get("roundtrip:roundtrip_mm_handoff", {}).get("median_ms")
+        if rt is not None:
+            lines.append(f"- derivation + validation + wire round trip at 12k ids: {rt:.3f} ms (goal <= "
+                         f"{PREFILL_GOAL_MS} ms: {'met' if rt <= PREFILL_GOAL_MS else 'NOT met'}, "
+                         f"{rt / PREFILL_GOAL_MS:.2f}x the budget)")
     per_k = [f"{c}: {cases[c]['prefill_us_per_1k_tokens']:.1f} us" for c in order if "prefill_us_per_1k_tokens" in cases[c]]
     if per_k:
         lines.append(f"- prefill cost per 1k ids (linearity): {', '.join(per_k)}")
