@@ -51,6 +51,7 @@ from ..errors import EmbeddingCountError, HandoffError, MropeLengthError, SkewEr
 from ..layout import HandoffLayout
 from ..validate import validate as _validate
 from . import processors as _procs
+from .families import normalize_family
 
 __all__ = [
     "MODES",
@@ -550,7 +551,7 @@ def load_family(family: str, *, seed: int = 0, video_size: Optional[dict] = None
     from . import tiny
     from .tokenizers import load_tokenizer
 
-    fam = str(family).strip().lower().replace("-", "_").replace(".", "_")
+    fam = normalize_family(family, FAMILIES)
     if fam == "cosmos3_edge":
         raise ValueError("the E/PD engine runs the Qwen-layout families; Cosmos3-Edge is covered at layout level")
     key = (fam, seed, None if video_size is None else tuple(sorted(video_size.items())))

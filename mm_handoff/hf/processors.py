@@ -29,6 +29,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .families import normalize_family
+
 __all__ = [
     "OFFICIAL_VIDEO_SIZE",
     "PROCESSOR_FAMILIES",
@@ -58,10 +60,7 @@ _VOCAB = {
 
 
 def _norm(family: str) -> str:
-    fam = str(family).strip().lower().replace("-", "_").replace(".", "_")
-    if fam not in PROCESSOR_FAMILIES:
-        raise ValueError(f"unknown family {family!r}; expected one of {PROCESSOR_FAMILIES}")
-    return fam
+    return normalize_family(family, PROCESSOR_FAMILIES)
 
 
 def tokenizer_vocab_for(family: str) -> str:

@@ -22,6 +22,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from ..adapters import Cosmos3EdgeAdapter, Qwen3_5Adapter, Qwen3VLAdapter
+from .families import normalize_family
+
 __all__ = [
     "FAMILIES",
     "DEEPSTACK_FAMILIES",
@@ -47,9 +50,16 @@ FAMILIES: tuple[str, ...] = (
 #: Families whose text model adds deepstack features after the first decoder layers.
 DEEPSTACK_FAMILIES: frozenset[str] = frozenset({"qwen3_vl", "qwen3_vl_moe", "cosmos3_omni"})
 
-QWEN3_IDS = {"image_token_id": 151655, "video_token_id": 151656, "vision_start_token_id": 151652, "vision_end_token_id": 151653}
-QWEN3_5_IDS = {"image_token_id": 248056, "video_token_id": 248057, "vision_start_token_id": 248053, "vision_end_token_id": 248054}
-EDGE_OFFICIAL_IDS = {"image_token_id": 19, "video_token_id": 18, "vision_start_token_id": 20, "vision_end_token_id": 21}
+def _config_ids(adapter_cls) -> dict:
+    """The family adapter's default ids under the HF config's attribute names (one source of truth)."""
+    ids = adapter_cls.default_ids
+    return {"image_token_id": ids["image_pad"], "video_token_id": ids["video_pad"],
+            "vision_start_token_id": ids["vision_start"], "vision_end_token_id": ids["vision_end"]}
+
+
+QWEN3_IDS = _config_ids(Qwen3VLAdapter)
+QWEN3_5_IDS = _config_ids(Qwen3_5Adapter)
+EDGE_OFFICIAL_IDS = _config_ids(Cosmos3EdgeAdapter)
 
 _INIT_STD = 0.1
 _DEEPSTACK = [0, 1, 2]
@@ -188,10 +198,7 @@ _MODEL_CLASSES = {
 
 
 def _norm(family: str) -> str:
-    fam = str(family).strip().lower().replace("-", "_").replace(".", "_")
-    if fam not in FAMILIES:
-        raise ValueError(f"unknown family {family!r}; expected one of {FAMILIES}")
-    return fam
+    return normalize_family(family, FAMILIES)
 
 
 def model_class_name(family: str) -> str:
