@@ -10,6 +10,8 @@ per token; a pad run with grid ``(t, h, w)`` starting at ``p`` gets ``t = p + k 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .derive import normalize_grids
@@ -18,6 +20,16 @@ from .layout import readonly_ids
 from .spec import TokenSpec
 
 __all__ = ["mrope_positions"]
+
+
+@functools.lru_cache(maxsize=256)
+def _corrections(t: int, h: int, w: int) -> np.ndarray:
+    """For a run with merged grid (t, h, w): (in-run t, h, w offset) - k at in-run index k; read-only."""
+    k = np.arange(t * h * w, dtype=np.int64)
+    rem = k % (h * w)
+    out = np.stack((k // (h * w) - k, rem // w - k, rem % w - k))
+    out.flags.writeable = False
+    return out
 
 
 def mrope_positions(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_grid_thw=None,
@@ -65,20 +77,13 @@ def mrope_positions(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_gr
 
     # Token i sits at i + shift, where shift is constant per segment (text or pad run) and grows by
     # (advance - run length) after each pad run. A pad at offset k of its run then adds
-    # pattern(k) - k per row; patterns are built once per run shape.
+    # pattern(k) - k per row; patterns depend only on the run's shape and are cached.
     adv = np.maximum(grids[:, 1], grids[:, 2]) // m
     run_shift = np.concatenate(([0], np.cumsum(adv - run_len)))
     base = np.arange(n, dtype=np.int64)
     base += np.repeat(run_shift[np.cumsum(mm) - mm], ends - starts)
-    patterns = {}
-
-    def pattern(t_, h_, w_):
-        pat = patterns.get((t_, h_, w_))
-        if pat is None:
-            k = np.arange(t_ * h_ * w_, dtype=np.int64)
-            rem = k % (h_ * w_)
-            pat = patterns[(t_, h_, w_)] = np.stack((k // (h_ * w_) - k, rem // w_ - k, rem % w_ - k))
-        return pat
+    def pattern(t_, h_, w_):  # pattern(k) - k per row, cached per run shape
+        return _corrections(t_, h_, w_)
 
     shapes = list(zip(mm_starts.tolist(), mm_ends.tolist(), gt.tolist(), lh.tolist(), lw.tolist()))
     if len(shapes) <= 64:  # few runs: add each pattern in place
