@@ -31,6 +31,8 @@ def _read_json(path: str):
         return json.loads(text)
     except ValueError as exc:
         raise CliError(f"{path!r} is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise CliError(f"{path!r} is nested too deeply to be a token list or a layout") from None
 
 
 def _grids(value, name: str):
@@ -137,6 +139,10 @@ def describe_difference(a, b) -> Optional[str]:
         return f"family: {a.family} vs {b.family}"
     if a.convention != b.convention:
         return f"convention: {a.convention} vs {b.convention}"
+    if a.spec != b.spec:
+        return f"spec: {a.spec.as_dict()} vs {b.spec.as_dict()}"
+    if a.tokenizer_digest != b.tokenizer_digest:
+        return f"tokenizer_digest: {a.tokenizer_digest} vs {b.tokenizer_digest}"
     try:
         check_token_ids(a.token_ids, b.token_ids)
     except TokenMismatchError as exc:
@@ -149,6 +155,8 @@ def describe_difference(a, b) -> Optional[str]:
                     return f"items[{k}].{field}: {getattr(x, field)!r:.200} vs {getattr(y, field)!r:.200}"
     if len(a.items) != len(b.items):
         return f"items: {len(a.items)} vs {len(b.items)}"
+    if a.mrope_position_delta != b.mrope_position_delta:
+        return f"mrope_position_delta: {a.mrope_position_delta} vs {b.mrope_position_delta}"
     return None
 
 
@@ -227,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--height", type=int, default=224)
     d.add_argument("--width", type=int, default=224)
     d.add_argument("--fps", type=float, default=24.0)
-    d.add_argument("--720p", dest="hd", action="store_true", help="the bug report's 720x1280 clip (slow: ~1 min)")
+    d.add_argument("--720p", dest="hd", action="store_true", help="the bug report's 720x1280 clip (about 20-60 s)")
     d.add_argument("--max-new-tokens", type=int, default=6)
     d.add_argument("--report-prompt", action="store_true",
                    help="use the bug report's JSON-events prompt instead of 'Describe this video.'")

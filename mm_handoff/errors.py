@@ -30,11 +30,9 @@ __all__ = [
 ]
 
 
-def _fmt(value: Any, limit: int = 120) -> str:
-    text = repr(value)
-    if len(text) > limit:
-        text = text[: limit - 3] + "..."
-    return text
+def _fmt(value: Any) -> str:
+    """The value as it is: messages are never truncated to fit (callers pass summaries, not payloads)."""
+    return repr(value)
 
 
 class HandoffError(ValueError):

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 from typing import Optional, Sequence
 
 import attrs
@@ -226,8 +227,8 @@ class HandoffLayout:
             return _readonly(ids[starts]), _readonly(counts)
         return self._memo("rle", build)
 
-    def seed_rle(self, values: np.ndarray, counts: np.ndarray) -> None:
-        """Memoise a known canonical run-length form (adjacent values differ) of these ids."""
+    def _seed_rle(self, values: np.ndarray, counts: np.ndarray) -> None:
+        """Memoise the canonical run-length form these ids were just expanded from (wire decoding only)."""
         self._cache.setdefault("rle", (_readonly(np.array(values, dtype=np.int32)),
                                        _readonly(np.array(counts, dtype=np.int32))))
 
@@ -362,8 +363,14 @@ def _check_item(i: int, item, merge: int) -> None:
         raise LayoutError(f"{where}.runs", f"run lengths summing to embedding_length {item.embedding_length}", total)
     if item.modality == IMAGE and (item.timestamps is not None or item.timestamp_spans is not None):
         raise LayoutError(f"{where}.timestamps", "None for an image", item.timestamps)
-    if item.timestamps is not None and len(item.timestamps) != len(item.runs):
-        raise LayoutError(f"{where}.timestamps", f"one per group ({len(item.runs)})", len(item.timestamps))
+    if item.timestamps is not None:
+        if len(item.timestamps) != len(item.runs):
+            raise LayoutError(f"{where}.timestamps", f"one per group ({len(item.runs)})", len(item.timestamps))
+        for g, t in enumerate(item.timestamps):
+            # what the prompt prints: ``<{t:.1f} seconds>``, so a non-negative multiple of 0.1
+            if not (math.isfinite(t) and t >= 0 and round(t * 10) / 10 == t):
+                raise LayoutError(f"{where}.timestamps[{g}]", "a non-negative number with one decimal, as printed",
+                                  t)
     if item.timestamp_spans is not None and len(item.timestamp_spans) != len(item.runs):
         raise LayoutError(f"{where}.timestamp_spans", f"one per group ({len(item.runs)})", len(item.timestamp_spans))
 
@@ -386,8 +393,14 @@ def _check_layout(layout: HandoffLayout) -> None:
 
     runs = [r for item in layout.items for r in item.runs]
     if runs:
-        pos = np.fromiter((r.offset for r in runs), dtype=np.int64, count=len(runs))
-        lens = np.fromiter((r.length for r in runs), dtype=np.int64, count=len(runs))
+        pos = np.array([r.offset for r in runs])
+        lens = np.array([r.length for r in runs])
+        for name, arr in (("offset", pos), ("length", lens)):
+            if arr.dtype.kind not in "iu":
+                k = next(k for k, r in enumerate(runs) if isinstance(getattr(r, name), bool)
+                         or not isinstance(getattr(r, name), (int, np.integer)))
+                raise LayoutError(f"runs[{k}].{name}", "an int", getattr(runs[k], name))
+        pos, lens = pos.astype(np.int64, copy=False), lens.astype(np.int64, copy=False)
         ends = pos + lens
         if (lens <= 0).any():
             k = int(np.flatnonzero(lens <= 0)[0])

@@ -21,13 +21,26 @@ from .errors import (
 )
 from .layout import VIDEO, HandoffLayout, readonly_ids
 
-__all__ = ["validate", "check_mrope_slice", "check_grid", "check_embedding_rows", "check_token_ids", "check_skew"]
+__all__ = ["validate", "check_mrope_slice", "shape_of", "check_grid", "check_embedding_rows", "check_token_ids", "check_skew"]
 
 _STOCK_HINT = ("the prefill side likely rebuilt the prompt from text (one pad run per item, no timestamps); "
                "ship the encoder's layout or rebuild it with the family adapter")
 
 
-def _shape_of(value, request_id=None) -> tuple:
+def _count(value, field: str, request_id) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise MropeLengthError(field, "a non-negative int", value, request_id=request_id)
+    return int(value)
+
+
+def shape_of(value, *, field: str = "mrope_position_ids.shape", request_id=None) -> tuple:
+    """The shape of an array/tensor, a shape sequence, or a handle dict's ``tensor_size``, as ints.
+
+    Anything else (floats, strings, negative sizes, a handle without ``tensor_size``) raises a
+    :class:`MropeLengthError` naming ``field``.
+    """
+    if isinstance(value, dict):
+        value = value.get("tensor_size")
     shape = getattr(value, "shape", None)
     if shape is None:
         shape = value
@@ -37,7 +50,7 @@ def _shape_of(value, request_id=None) -> tuple:
         dims = None
     if dims is None or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
                                for d in dims):
-        raise MropeLengthError("mrope_position_ids.shape", "[3, L] or [3, 1, L]", shape, request_id=request_id)
+        raise MropeLengthError(field, "a shape of non-negative ints", shape, request_id=request_id)
     return tuple(int(d) for d in dims)
 
 
@@ -48,7 +61,10 @@ def check_mrope_slice(mrope_position_ids_or_shape, prompt_len: int, *, begin: in
     Accepts an array/tensor or its shape, ``[3, L]`` or ``[3, 1, L]`` (what the context-phase slice
     in TensorRT-LLM sees). Returns L. Shapes only: no copy, no device sync.
     """
-    shape = _shape_of(mrope_position_ids_or_shape, request_id)
+    prompt_len = _count(prompt_len, "prompt_len", request_id)
+    begin = _count(begin, "begin", request_id)
+    end = None if end is None else _count(end, "end", request_id)
+    shape = shape_of(mrope_position_ids_or_shape, request_id=request_id)
     if not (len(shape) == 2 and shape[0] == 3) and not (len(shape) == 3 and shape[:2] == (3, 1)):
         raise MropeLengthError("mrope_position_ids.shape", "[3, L] or [3, 1, L]", list(shape),
                                request_id=request_id)
@@ -133,6 +149,8 @@ def validate(layout: HandoffLayout, *, prompt_token_ids=None, mrope_position_ids
     """
     if mrope_position_ids is not None:
         check_mrope_slice(mrope_position_ids, layout.prompt_len, request_id=request_id)
+    if prompt_token_ids is not None:
+        prompt_token_ids = readonly_ids(prompt_token_ids, "prompt_token_ids")
     if prompt_token_ids is not None and len(prompt_token_ids) != layout.prompt_len and mrope_position_ids is None:
         if layout.mrope_position_ids is not None:
             check_mrope_slice(layout.mrope_position_ids, len(prompt_token_ids), request_id=request_id)

@@ -5,8 +5,8 @@ trtllm-serve's JSON. What it carries: format version, family, convention, tokeni
 family's token spec, each item's modality and grid, the mRoPE delta, a checksum, and one compact
 blob (``arrays``: zlib level 1 of little-endian int32, base64) holding the prompt ids run-length
 encoded (values, counts), the pad runs (delta-coded offsets, lengths), and the timestamps
-(delta-coded deciseconds) with their text spans. 3.3 KB for the 12k-id 720p clip, 2.7 KB for 768
-frames in 14k ids. What it omits: the mRoPE ids (3 x L int64, megabytes at long prompts), which the
+(delta-coded deciseconds) with their text spans: about 0.9 KB for the 12k-id 720p clip, 2.7 KB for
+768 frames in 14k ids. What it omits: the mRoPE ids (3 x L int64, megabytes at long prompts), which the
 adapter recomputes from ids + grids exactly.
 
 Decoding treats the payload as untrusted: every declared size is checked against
@@ -187,22 +187,23 @@ def _decode_item(k: int, v, rid) -> tuple:
     return modality, grid, runs, v["timestamps"]
 
 
-def from_wire(obj, *, limits: WireLimits = DEFAULT_LIMITS, request_id=None) -> HandoffLayout:
+def from_wire(obj, *, limits: Optional[WireLimits] = None, request_id=None) -> HandoffLayout:
     """Decode and re-validate a wire payload (dict, JSON str or bytes) into a :class:`HandoffLayout`."""
     rid = request_id
+    limits = DEFAULT_LIMITS if limits is None else limits
     if isinstance(obj, (str, bytes, bytearray)):
         if len(obj) > limits.max_payload_chars:
             raise WireLimitError("wire", f"at most {limits.max_payload_chars} characters", len(obj), request_id=rid)
         try:
             obj = json.loads(obj)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise _fail("json", "a JSON object", f"undecodable ({exc.__class__.__name__})", rid) from None
     if not isinstance(obj, dict):
         raise _fail("payload", "an object", _typename(obj), rid)
     if obj.get("format") != FORMAT:
         raise _fail("format", FORMAT, obj.get("format"), rid)
     version = obj.get("version")
-    if version != VERSION:
+    if type(version) is not int or version != VERSION:
         raise WireVersionError("wire.version", VERSION, version, request_id=rid,
                                hint="encoder and prefill run different mm-handoff versions")
     obj = _dict(obj, "payload", _KEYS, rid)
@@ -244,9 +245,12 @@ def from_wire(obj, *, limits: WireLimits = DEFAULT_LIMITS, request_id=None) -> H
     if total != n:
         raise _fail("arrays.counts", f"run lengths summing to length {n}", total, rid)
     if n_runs and (int(lengths.min()) < 1 or int(offsets.min()) < 0 or int((offsets + lengths).max()) > n):
-        raise _fail("arrays.runs", f"runs inside [0, {n})", "a run outside", rid)
+        k = int(np.flatnonzero((lengths < 1) | (offsets < 0) | (offsets + lengths > n))[0])
+        raise _fail(f"arrays.runs[{k}]", f"a run inside [0, {n})", (int(offsets[k]), int(lengths[k])), rid)
     if n_ts and (int(span_len.min()) < 1 or int(span_start.min()) < 0 or int(deci.min()) < 0):
-        raise _fail("arrays.timestamps", "non-negative timestamps and spans", "a negative value", rid)
+        k = int(np.flatnonzero((span_len < 1) | (span_start < 0) | (deci < 0))[0])
+        raise _fail(f"arrays.timestamps[{k}]", "a non-negative timestamp and a non-empty span",
+                    {"deciseconds": int(deci[k]), "span": (int(span_start[k]), int(span_start[k] + span_len[k]))}, rid)
 
     off_l, len_l = offsets.tolist(), lengths.tolist()
     sec_l = (deci / 10).tolist()
@@ -271,7 +275,7 @@ def from_wire(obj, *, limits: WireLimits = DEFAULT_LIMITS, request_id=None) -> H
     except (TypeError, ValueError, OverflowError) as exc:  # pragma: no cover - defensive
         raise _fail("payload", "a valid layout", f"{exc.__class__.__name__}: {exc}", rid) from None
     if (values[1:] != values[:-1]).all():  # canonical run-length form: reuse it
-        layout.seed_rle(values, counts)
+        layout._seed_rle(values, counts)
     actual = wire_checksum(layout)
     if actual != obj["checksum"]:
         raise WireChecksumError("wire.checksum", obj["checksum"], actual, request_id=rid,

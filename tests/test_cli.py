@@ -28,8 +28,10 @@ def files(tmp_path_factory):
     stock = a.stock_token_ids(RAW, video_grid_thw=grid).tolist()
     (d / "agg.json").write_text(json.dumps({"token_ids": agg, "video_grid_thw": grid}))
     (d / "stock.json").write_text(json.dumps({"token_ids": stock, "video_grid_thw": grid}))
-    (d / "wire.json").write_text(json.dumps(a.derive_layout(agg, video_grid_thw=grid).to_wire()))
+    (d / "wire.json").write_text(json.dumps(a.derive_layout(agg, video_grid_thw=grid, mrope=False).to_wire()))
+    (d / "wire_delta.json").write_text(json.dumps(a.derive_layout(agg, video_grid_thw=grid).to_wire()))
     (d / "bad.json").write_text("{not json")
+    (d / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
     (d / "bin.json").write_bytes(b"\xff\xfe\x00")
     return d
 
@@ -72,6 +74,8 @@ def test_inspect_and_diff(files):
     r = cli("diff", str(files / "agg.json"), str(files / "stock.json"))
     assert r.returncode == 1 and "first difference at index 4" in r.stdout
     assert cli("diff", str(files / "agg.json"), str(files / "wire.json")).returncode == 0
+    r = cli("diff", str(files / "wire.json"), str(files / "wire_delta.json"))
+    assert r.returncode == 1 and "mrope_position_delta: None vs -12" in r.stdout
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -81,6 +85,7 @@ def test_inspect_and_diff(files):
     (("inspect", "{d}/agg.json", "--video-grid-thw", "[[4,4,8]]"), "video pads"),
     (("inspect", "{d}/agg.json", "--video-grid-thw", "nope"), "must be JSON"),
     (("diff", "{d}/agg.json", "{d}/bad.json"), "not valid JSON"),
+    (("inspect", "{d}/deep.json"), "nested too deeply"),
 ])
 def test_bad_input_is_one_line_and_exit_2(files, args, needle):
     r = cli(*[a.format(d=files) for a in args])

@@ -49,6 +49,7 @@ import torch
 
 from ..errors import EmbeddingCountError, HandoffError, MropeLengthError, SkewError
 from ..layout import HandoffLayout
+from ..validate import check_skew
 from ..validate import validate as _validate
 from . import processors as _procs
 from .families import normalize_family
@@ -411,10 +412,8 @@ def prefill_decode(model, adapter, *, mode: str, wire: Optional[dict] = None, em
         if wire is None:
             raise ValueError("mode 'epd' needs the wire form (wire=)")
         layout = HandoffLayout.from_wire(wire, request_id=request_id)
-        if layout.spec != adapter.spec or layout.convention != adapter.convention:
-            raise SkewError("layout spec/convention", f"{adapter.spec.digest()}/{adapter.convention}",
-                            f"{layout.spec.digest()}/{layout.convention}", request_id=request_id,
-                            hint="encoder and prefill use different tokenizers or processor conventions")
+        check_skew(layout, family=adapter.family, convention=adapter.convention,
+                   tokenizer_digest=adapter.tokenizer_digest, request_id=request_id)
         image_grids = [list(i.grid_thw) for i in layout.items if i.modality == "image"] or None
         video_grids = [list(i.grid_thw) for i in layout.items if i.modality == "video"] or None
         positions, delta = adapter.mrope_positions(layout.token_ids, image_grid_thw=image_grids,

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import HandoffError
 from ..registry import REGISTRY
+from ..validate import shape_of as core_shape_of
 
 __all__ = [
     "LAYOUT_KEY",
@@ -63,24 +64,25 @@ def carried(mm_handles, inputs=None) -> dict:
     return found
 
 
-def shape_of(value) -> Optional[tuple]:
-    """Shape of a tensor/array, or ``tensor_size`` of a SharedTensorContainer handle dict."""
+def shape_of(value, *, field: str = "tensor_size", request_id=None) -> Optional[tuple]:
+    """Shape of a tensor/array or ``tensor_size`` of a SharedTensorContainer handle dict; None for None.
+
+    Handle dicts arrive from the network (trtllm-serve), so a malformed size is a typed error naming
+    ``field`` (the core's strict reader), never a TypeError.
+    """
     if value is None:
         return None
-    if isinstance(value, dict):
-        size = value.get("tensor_size")
-        return None if size is None else tuple(int(d) for d in size)
-    shape = getattr(value, "shape", None)
-    return None if shape is None else tuple(int(d) for d in shape)
+    return core_shape_of(value, field=field, request_id=request_id)
 
 
 def handle_rows(mm_handles, *, request_id=None) -> list:
     """Rows per embedding handle (``tensor_size[0]``), in item order."""
     rows = []
     for i, handle in enumerate(mm_handles or ()):
-        shape = shape_of(handle)
+        field = f"multimodal_embedding_handles[{i}].tensor_size"
+        shape = shape_of(handle, field=field, request_id=request_id)
         if not shape:
-            raise HandoffError(f"multimodal_embedding_handles[{i}].tensor_size", "[rows, width]", shape,
+            raise HandoffError(field, "[rows, width]", shape,
                                request_id=request_id)
         rows.append(shape[0])
     return rows

@@ -84,11 +84,18 @@ def version_in_range(version: str, requirement: str) -> bool:
         from packaging.specifiers import SpecifierSet
         from packaging.version import InvalidVersion, Version
     except ImportError:  # packaging is optional
-        return _tiny_in_range(version, clauses)
+        try:
+            return _tiny_in_range(version, clauses)
+        except ValueError:
+            return False
     try:
         return SpecifierSet(clauses, prereleases=True).contains(Version(version), prereleases=True)
     except InvalidVersion:
+        pass
+    try:
         return _tiny_in_range(version, clauses)
+    except ValueError:  # a version string no parser understands is outside every range
+        return False
 
 
 def distribution_version(name: str) -> Optional[str]:

@@ -78,13 +78,19 @@ GARBAGE = st.recursive(
 )
 
 
-@given(GARBAGE, GARBAGE)
-def test_check_mrope_slice_garbage(shape, prompt_len):
-    """Anything as a shape or prompt length: a typed error or a clean pass, never another exception."""
+def _names_values(exc):
+    """The message carries the field and the actual value (the expected one is in every message too)."""
+    text = str(exc)
+    assert exc.field in text and repr(exc.actual) in text and "expected" in text
+
+
+@given(GARBAGE, GARBAGE, GARBAGE)
+def test_check_mrope_slice_garbage(shape, prompt_len, begin):
+    """Anything as shape, prompt length or bounds: a typed error or a clean pass, never another exception."""
     try:
-        check_mrope_slice(shape, prompt_len if isinstance(prompt_len, int) else 5)
+        check_mrope_slice(shape, prompt_len, begin=begin if not isinstance(begin, type(None)) else 0)
     except HandoffError as exc:
-        assert exc.field in str(exc)
+        _names_values(exc)
 
 
 @given(GARBAGE)
@@ -92,7 +98,14 @@ def test_from_wire_garbage(obj):
     try:
         from_wire(obj)
     except HandoffError as exc:
-        assert exc.field in str(exc)
+        _names_values(exc)
+
+
+def test_from_wire_deeply_nested_json():
+    """JSON nested past the interpreter's recursion limit is a typed error, not a RecursionError."""
+    with pytest.raises(HandoffError) as info:
+        from_wire("[" * 100_000 + "]" * 100_000)
+    assert info.value.field == "wire.json"
 
 
 @given(st.text(max_size=200))
@@ -100,17 +113,17 @@ def test_from_wire_garbage_text(text):
     try:
         from_wire(text)
     except HandoffError as exc:
-        assert exc.field in str(exc)
+        _names_values(exc)
 
 
 @given(layouts(mrope=False), GARBAGE, GARBAGE)
 def test_validate_garbage_arguments(lay, rows, ids):
     """validate() with garbage embedding rows / prompt ids: HandoffError or pass, nothing else."""
-    for kwargs in ({"embedding_rows": rows}, {"prompt_token_ids": ids if isinstance(ids, list) else [ids]}):
+    for kwargs in ({"embedding_rows": rows}, {"prompt_token_ids": ids}):
         try:
             validate(lay, **kwargs)
         except HandoffError as exc:
-            assert exc.field in str(exc)
+            assert exc.field in str(exc) and "expected" in str(exc)
 
 
 def test_reject_1e12_pads_fast():

@@ -124,7 +124,7 @@ def test_every_single_field_corruption_is_a_typed_error(data):
     try:
         back = from_wire(w)
     except HandoffError as exc:
-        assert exc.field and exc.field in str(exc)
+        assert exc.field and exc.field in str(exc) and repr(exc.actual) in str(exc)
         return
     # only a no-op corruption may decode, and then it must decode to the original
     assert back == lay, kind
