@@ -21,6 +21,7 @@ import numpy as np
 
 from ..derive import derive_layout, item_lengths, normalize_grids
 from ..errors import GridMismatchError, HandoffError, SkewError
+from ..validate import check_token_ids
 from ..layout import HandoffLayout, readonly_ids
 from ..mrope import mrope_positions
 from ..spec import CONVENTIONS, PAD_ONLY, REPLACE_WRAPPER, TimestampVocab, TokenSpec
@@ -257,6 +258,43 @@ class QwenLayoutAdapter(Adapter):
         result = np.concatenate(out).astype(np.int32, copy=False)
         result.flags.writeable = False
         return result
+
+    def check_prompt(self, layout: HandoffLayout, prompt_token_ids, *, request_id=None) -> None:
+        """The un-expanded prompt is the one ``layout`` was expanded from; else TokenMismatchError.
+
+        The prompt's text between placeholders must sit in the layout exactly where expansion puts
+        it: the first segment at the start, each later one right after the previous item (an image's
+        last pad, a video's last ``<|vision_end|>``). Needs no tokenizer and no timestamps, so it
+        also holds where the timestamp ids are unknown. ``replace_wrapper`` video placeholders take
+        their template markers with them, as the processor does.
+        """
+        spec = self.spec
+        raw = readonly_ids(prompt_token_ids, "prompt_token_ids")
+        places = np.flatnonzero((raw == spec.image_pad) | (raw == spec.video_pad)).tolist()
+        kinds = ["image" if raw[p] == spec.image_pad else "video" for p in places]
+        if kinds != [item.modality for item in layout.items]:
+            raise GridMismatchError("prompt placeholders", [i.modality for i in layout.items], kinds,
+                                    request_id=request_id, hint="the prompt is not the one the encoder expanded")
+        ids = layout.token_ids
+        trio = layout.convention == REPLACE_WRAPPER
+        cursor, anchor = 0, 0
+        for p, kind, item in list(zip(places, kinds, layout.items)) + [(len(raw), None, None)]:
+            lo, hi = cursor, p
+            if kind == "video" and trio and p > lo and raw[p - 1] == spec.vision_start \
+                    and p + 1 < len(raw) and raw[p + 1] == spec.vision_end:
+                hi = p - 1
+            segment = raw[lo:hi]
+            check_token_ids(segment, ids[anchor:anchor + len(segment)], request_id=request_id,
+                            field=f"prompt text at {anchor}")
+            if item is None:
+                if anchor + len(segment) != len(ids):
+                    check_token_ids(ids[anchor:], segment, request_id=request_id, field=f"prompt text at {anchor}")
+                break
+            last = item.runs[-1]
+            anchor = last.end + (1 if kind == "video" else 0)
+            cursor = p + 1
+            if kind == "video" and trio and cursor < len(raw) and raw[cursor] == spec.vision_end and hi == p - 1:
+                cursor += 1
 
     def stock_token_ids(self, prompt_token_ids, *, image_grid_thw=None, video_grid_thw=None) -> np.ndarray:
         """What TensorRT-LLM's stock prefill builds: each placeholder becomes one run, nothing else."""

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import EmbeddingCountError, HandoffError
 from ..policy import Policy
-from ..validate import check_skew, validate
+from ..validate import check_skew, check_token_ids, validate
 from ._carrier import (
     GRIDS_KEY,
     LAYOUT_KEY,
@@ -73,14 +73,28 @@ def check_handles(layout, mm_handles, adapter, *, request_id=None) -> None:
                                           request_id=request_id)
 
 
-def layout_from_carried(processor, wire, mm_handles, *, request_id=None):
-    """Decode the encoder's layout and check it against this side (skew, handles)."""
+def layout_from_carried(processor, wire, mm_handles, *, inputs=None, request_id=None):
+    """Decode the encoder's layout and check it against this side (skew, handles, this request's prompt)."""
     layout = decode_layout(wire, request_id=request_id)
     adapter = adapter_for(processor)
     check_skew(layout, family=adapter.family, convention=adapter.convention,
                tokenizer_digest=adapter.tokenizer_digest, request_id=request_id)
     check_handles(layout, mm_handles, adapter, request_id=request_id)
+    check_own_prompt(processor, adapter, layout, inputs, request_id=request_id)
     return layout
+
+
+def check_own_prompt(processor, adapter, layout, inputs, *, request_id=None) -> None:
+    """The PD request's own prompt must be the one the encoder expanded (handles mixed up between
+    requests would otherwise run another request's prompt). Expanded ids are compared as they are;
+    a text prompt is tokenized as upstream does and its text checked where the expansion puts it."""
+    if not isinstance(inputs, dict) or not (inputs.get("prompt_token_ids") is not None or inputs.get("prompt")):
+        return
+    ids = _prompt_ids(processor, inputs, request_id)
+    if len(ids) == layout.prompt_len:  # already expanded (the P -> D hop passes the encoder's ids)
+        check_token_ids(layout.token_ids, ids, request_id=request_id, field="prompt_token_ids")
+    else:
+        adapter.check_prompt(layout, ids, request_id=request_id)
 
 
 def _prompt_ids(processor, inputs, request_id):
@@ -173,7 +187,7 @@ def _prefill(wrapped, processor, args, kwargs, inputs, mm_handles, name):
     can_rebuild = GRIDS_KEY in found
     if LAYOUT_KEY in found:
         try:
-            layout = layout_from_carried(processor, found[LAYOUT_KEY], mm_handles)
+            layout = layout_from_carried(processor, found[LAYOUT_KEY], mm_handles, inputs=inputs)
         except HandoffError as exc:
             out = enforce(policy, exc, where="prefill (carried layout)", rebuild=rebuild if can_rebuild else None)
             return wrapped(*args, **kwargs) if out is FALLBACK else out

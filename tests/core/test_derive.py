@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, strategies as st
 
 from handoff_strategies import prompts
-from mm_handoff import GridMismatchError, derive_layout, get_adapter
+from mm_handoff import GridMismatchError, HandoffError, derive_layout, get_adapter
 from mm_handoff.derive import derive_layout_naive
 
 QWEN_RAW = [151644, 872, 198, 151652, 151656, 151653, 74785, 419, 2766, 13, 151645, 198, 151644, 77091, 198]
@@ -75,3 +75,18 @@ def test_image_then_video_order_and_types():
     lay = a.derive_layout(ids, image_grid_thw=[[1, 2, 2]], video_grid_thw=[[2, 2, 4]])
     assert lay.item_types == [0, 1] and lay.multimodal_lengths == [1, 4] and lay.item_run_cu_offsets == [0, 1, 3]
     assert np.array_equal(lay.token_ids[:4], [1, s.vision_start, s.image_pad, s.vision_end])
+
+
+@given(prompts(), st.data())
+def test_prompt_check_accepts_its_own_prompt_and_rejects_others(case, data):
+    """check_prompt(layout, raw) passes for the prompt the layout came from and fails for a changed one."""
+    adapter, raw, image_grids, video_grids, _, expanded = case
+    lay = adapter.derive_layout(expanded, image_grid_thw=image_grids, video_grid_thw=video_grids, mrope=False)
+    adapter.check_prompt(lay, raw)
+    s = adapter.spec
+    text_at = [i for i, t in enumerate(raw) if t not in (s.image_pad, s.video_pad, s.vision_start, s.vision_end)]
+    other = list(raw)
+    k = data.draw(st.sampled_from(text_at))
+    other[k] += 1
+    with pytest.raises(HandoffError):
+        adapter.check_prompt(lay, other)

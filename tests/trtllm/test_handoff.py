@@ -169,3 +169,18 @@ def test_cosmos3_override_is_wrapped_too(deployment, monkeypatch):
     enc = _encode(dep)
     ids = dep.pd._preprocess({"prompt": PROMPT}, _sp(), enc.disaggregated_params)[0]
     assert ids == list(enc.prompt_token_ids)
+
+
+def test_handles_of_another_request_are_rejected(deployment):
+    """A PD request whose own prompt is not the one the encoder expanded (mixed-up handoffs) fails loudly."""
+    from mm_handoff.errors import TokenMismatchError
+
+    glue.install()
+    dep = deployment()
+    enc = _encode(dep)
+    other = PROMPT.replace("Describe.", "Summarise.")
+    with pytest.raises(TokenMismatchError) as info:
+        dep.pd._preprocess({"prompt": other}, _sp(), enc.disaggregated_params)
+    assert info.value.field.startswith("prompt text at") and isinstance(info.value, ValueError)
+    ids = dep.pd._preprocess({"prompt": PROMPT}, _sp(), enc.disaggregated_params)[0]
+    assert ids == list(enc.prompt_token_ids)
