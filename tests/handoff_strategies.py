@@ -8,7 +8,31 @@ from mm_handoff.adapters import FAMILIES
 
 #: plain text ids, clear of every family's special ids and of the timestamp pieces
 TEXT_IDS = st.integers(min_value=100, max_value=5000)
-LAYOUT_FAMILIES = ["qwen3_vl", "qwen3_vl_moe", "cosmos3_omni", "qwen3_5", "qwen3_5_moe"]
+LAYOUT_FAMILIES = ["qwen3_vl", "qwen3_vl_moe", "cosmos3_omni", "qwen3_5", "qwen3_5_moe", "cosmos3_edge"]
+
+
+class EdgeTimestampTokenizer:
+    """Cosmos3-Edge's tokenizer is not public: a stand-in that spells ``<t seconds>`` with one token per
+    character (ids 6000+) and leaves the special ids to the adapter's defaults (19/18/20/21)."""
+
+    PIECES = ["<", ">", ".", *"0123456789", " seconds"]
+
+    def convert_tokens_to_ids(self, token):
+        return None
+
+    def encode(self, text, add_special_tokens=False):
+        out, i = [], 0
+        while i < len(text):
+            piece = " seconds" if text.startswith(" seconds", i) else text[i]
+            out.append(6000 + self.PIECES.index(piece))
+            i += len(piece)
+        return out
+
+
+def make_adapter(family: str, convention: str):
+    if family == "cosmos3_edge":
+        return FAMILIES[family](tokenizer=EdgeTimestampTokenizer())  # its convention is fixed
+    return FAMILIES[family](convention=convention)
 
 
 @st.composite
@@ -25,7 +49,7 @@ def prompts(draw, family: str | None = None, *, max_items: int = 3, convention: 
     """(adapter, raw_prompt_ids, image_grids, video_grids, video_metadata, expanded_ids)."""
     family = family or draw(st.sampled_from(LAYOUT_FAMILIES))
     convention = convention or draw(st.sampled_from(["pad_only", "replace_wrapper"]))
-    adapter = FAMILIES[family](convention=convention)
+    adapter = make_adapter(family, convention)
     spec = adapter.spec
     m = spec.merge_size
     raw = draw(st.lists(TEXT_IDS, min_size=1, max_size=6))
