@@ -391,48 +391,42 @@ def _check_layout(layout: HandoffLayout) -> None:
     for i, item in enumerate(layout.items):
         _check_item(i, item, spec.merge_size)
 
-    runs = [r for item in layout.items for r in item.runs]
-    if runs:
-        pos = np.array([r.offset for r in runs])
-        lens = np.array([r.length for r in runs])
-        for name, arr in (("offset", pos), ("length", lens)):
-            if arr.dtype.kind not in "iu":
-                k = next(k for k, r in enumerate(runs) if isinstance(getattr(r, name), bool)
-                         or not isinstance(getattr(r, name), (int, np.integer)))
-                raise LayoutError(f"runs[{k}].{name}", "an int", getattr(runs[k], name))
-        pos, lens = pos.astype(np.int64, copy=False), lens.astype(np.int64, copy=False)
-        ends = pos + lens
-        if (lens <= 0).any():
-            k = int(np.flatnonzero(lens <= 0)[0])
-            raise LayoutError(f"runs[{k}].length", "> 0", int(lens[k]))
-        if (pos < 0).any() or (ends > n).any():
-            k = int(np.flatnonzero((pos < 0) | (ends > n))[0])
-            raise LayoutError(f"runs[{k}]", f"inside the prompt [0, {n})", (int(pos[k]), int(ends[k])))
-        if len(runs) > 1 and (pos[1:] < ends[:-1]).any():
-            k = int(np.flatnonzero(pos[1:] < ends[:-1])[0]) + 1
-            raise LayoutError(f"runs[{k}].offset", f">= end of the previous run {int(ends[k - 1])} (sorted, disjoint)",
-                              int(pos[k]))
-        is_video = np.fromiter((item.modality == VIDEO for item in layout.items for _ in item.runs),
-                               dtype=bool, count=len(runs))
-    else:
-        pos = lens = ends = np.zeros(0, dtype=np.int64)
-        is_video = np.zeros(0, dtype=bool)
+    # runs: ints, non-empty, inside the prompt, sorted and disjoint (one pass over the runs)
+    bounds = {IMAGE: [], VIDEO: []}
+    lengths = {IMAGE: [], VIDEO: []}
+    index = {IMAGE: [], VIDEO: []}
+    prev_end, k = 0, 0
+    for item in layout.items:
+        for r in item.runs:
+            for name in ("offset", "length"):
+                value = getattr(r, name)
+                if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                    raise LayoutError(f"runs[{k}].{name}", "an int", value)
+            o, ln = int(r.offset), int(r.length)
+            if ln <= 0:
+                raise LayoutError(f"runs[{k}].length", "> 0", ln)
+            if o < 0 or o + ln > n:
+                raise LayoutError(f"runs[{k}]", f"inside the prompt [0, {n})", (o, o + ln))
+            if o < prev_end:
+                raise LayoutError(f"runs[{k}].offset", f">= end of the previous run {prev_end} (sorted, disjoint)", o)
+            prev_end = o + ln
+            bounds[item.modality] += (o, o + ln)
+            lengths[item.modality].append(ln)
+            index[item.modality].append(k)
+            k += 1
 
-    for pad, mask, name in ((spec.image_pad, ~is_video, "image"), (spec.video_pad, is_video, "video")):
+    # pads: every run covers only its modality's pad id, and every pad lies in a run
+    for name, pad in ((IMAGE, spec.image_pad), (VIDEO, spec.video_pad)):
         hits = ids == pad
         total = int(np.count_nonzero(hits))
-        expected = int(lens[mask].sum())
-        if mask.any():
+        expected = sum(lengths[name])
+        if bounds[name]:
             # pads inside each run [s, e): reduceat over the interleaved boundaries s0, e0, s1, e1, ...
-            padded = np.append(hits, False)
-            bounds = np.empty(2 * int(mask.sum()), dtype=np.int64)
-            bounds[0::2], bounds[1::2] = pos[mask], ends[mask]
-            covered = np.add.reduceat(padded, bounds, dtype=np.int64)[0::2]
-            bad = covered != lens[mask]
-            if bad.any():
-                k = int(np.flatnonzero(mask)[np.flatnonzero(bad)[0]])
-                raise LayoutError(f"runs[{k}]", f"only {name} pad ids ({pad}) inside the run",
-                                  f"{int(lens[k] - covered[np.flatnonzero(bad)[0]])} other tokens")
+            covered = np.add.reduceat(np.append(hits, False), bounds[name], dtype=np.int64)[0::2]
+            if covered.tolist() != lengths[name]:
+                j = next(j for j, (c, ln) in enumerate(zip(covered.tolist(), lengths[name])) if c != ln)
+                raise LayoutError(f"runs[{index[name][j]}]", f"only {name} pad ids ({pad}) inside the run",
+                                  f"{lengths[name][j] - int(covered[j])} other tokens")
         if total != expected:
             raise LayoutError("token_ids", f"{expected} {name} pads, all covered by runs", total,
                               hint="a pad outside every run")

@@ -6,6 +6,7 @@ prompt. Adapters build one from the HF config / tokenizer (or the released check
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import Optional
 
@@ -107,5 +108,10 @@ class TokenSpec:
 
     def digest(self) -> str:
         """A short digest of every id this spec uses: the tokenizer identity on the wire."""
-        text = repr(sorted(self.as_dict().items())).encode()
-        return hashlib.blake2b(text, digest_size=8).hexdigest()
+        return _digest(self)
+
+
+@functools.lru_cache(maxsize=64)
+def _digest(spec: TokenSpec) -> str:
+    text = repr(sorted(spec.as_dict().items())).encode()
+    return hashlib.blake2b(text, digest_size=8).hexdigest()
