@@ -88,9 +88,47 @@ def _digit_table(vocab) -> tuple:
 
 
 def _timestamps(ids: np.ndarray, spec: TokenSpec, runs: list):
-    """Parse ``<t seconds>`` before each group's vision_start; (None, None) when any group lacks one.
+    """``(seconds, spans)`` of the ``<t seconds>`` text before each group; (None, None) when any group
+    lacks one. Few groups: a short Python scan per group; many: one vectorised pass."""
+    if spec.timestamps is None or not runs:
+        return None, None
+    if len(runs) <= 128:
+        return _timestamps_few(ids, spec, runs)
+    return _timestamps_many(ids, spec, runs)
 
-    Vectorised over groups: the text between ``<`` and `` seconds`` must be digits, a dot and one
+
+def _timestamps_few(ids: np.ndarray, spec: TokenSpec, runs: list):
+    vocab = spec.timestamps
+    digit = {d: i for i, d in enumerate(vocab.digits)}
+    values, spans = [], []
+    for r in runs:
+        e = r.offset - 1  # the group's <|vision_start|>
+        lo = max(0, e - _MAX_TS_TOKENS)
+        w = ids[lo:e + 1].tolist()
+        if len(w) < 6 or w[-1] != spec.vision_start or w[-2] != vocab.close or w[-3] != vocab.seconds \
+                or w[-5] != vocab.dot:
+            return None, None
+        j = len(w) - 6
+        while j >= 0 and w[j] != vocab.open:
+            j -= 1
+        if j < 0 or j + 1 == len(w) - 5:  # no '<', or no integer digit
+            return None, None
+        acc = 0
+        for t in w[j + 1:-5]:
+            d = digit.get(t)
+            if d is None:
+                return None, None
+            acc = acc * 10 + d
+        tenth = digit.get(w[-4])
+        if tenth is None:
+            return None, None
+        values.append((acc * 10 + tenth) / 10)
+        spans.append((lo + j, e))
+    return values, spans
+
+
+def _timestamps_many(ids: np.ndarray, spec: TokenSpec, runs: list):
+    """Vectorised over groups: the text between ``<`` and `` seconds`` must be digits, a dot and one
     digit; the printed value is (integer * 10 + tenth) / 10, the double nearest the printed text.
     """
     vocab = spec.timestamps
