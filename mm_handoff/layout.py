@@ -323,8 +323,7 @@ def _readonly(arr: np.ndarray) -> np.ndarray:
 def _fingerprint(layout: HandoffLayout, include_mrope: bool) -> str:
     h = hashlib.blake2b(digest_size=16)
     h.update(b"mm-handoff-layout/1\0")
-    h.update(repr((layout.family, layout.convention, layout.tokenizer_digest,
-                   sorted(layout.spec.as_dict().items()))).encode())
+    h.update(repr((layout.family, layout.convention, layout.tokenizer_digest, layout.spec.digest())).encode())
     values, counts = layout.rle()  # canonical and ~100x smaller than the ids
     h.update(np.ascontiguousarray(values, dtype="<i4").tobytes())
     h.update(np.ascontiguousarray(counts, dtype="<i4").tobytes())
