@@ -72,8 +72,30 @@ def test_prefill_mm_handoff(benchmark, name):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_prefill_mm_handoff_dataclass(benchmark, name):
+    """The same, plus building TensorRT-LLM's ``DisaggPrefillMultimodalInputs`` (its per-id checks), as
+    the glue's prefill hook returns it: comparable row for row with the stock path below."""
+    from tensorrt_llm.inputs.multimodal import DisaggPrefillMultimodalInputs
+
+    adapter, ids, layout = expanded(name)
+    text = json.dumps(layout.to_wire())
+    rows = layout.num_pads
+    mrope_shape = (3, 1, layout.prompt_len)
+    benchmark.group = f"prefill/{name}"
+    benchmark.extra_info.update(role="mm-handoff")
+
+    def prefill():
+        lay = from_wire(text)
+        validate(lay, mrope_position_ids=mrope_shape, embedding_rows=rows)
+        return DisaggPrefillMultimodalInputs(**lay.to_disagg_prefill_inputs())
+
+    assert _run(benchmark, prefill, name).prompt_token_ids == ids.tolist()
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_prefill_stock_trtllm(benchmark, name):
     from mm_handoff.hf.tokenizers import load_tokenizer
+    from stock_baseline import stock_prefill
     from tensorrt_llm._torch.models.modeling_qwen3vl import _expand_prompt_token_ids_for_mm_handoff
 
     adapter, ids, layout = expanded(name)
@@ -84,11 +106,15 @@ def test_prefill_stock_trtllm(benchmark, name):
     benchmark.extra_info.update(role="baseline")
 
     def stock():
-        input_ids = tok(RAW_TEXT, return_tensors="np").input_ids[0]
-        return _expand_prompt_token_ids_for_mm_handoff(input_ids, handles, image_token_id=s.image_pad,
-                                                       video_token_id=s.video_pad, vision_start_token_id=s.vision_start)
+        return stock_prefill(tok, RAW_TEXT, handles, image_pad=s.image_pad, video_pad=s.video_pad,
+                             vision_start=s.vision_start)
 
+    # the emulation builds exactly what the stand-in of upstream's function builds
+    reference = _expand_prompt_token_ids_for_mm_handoff(tok(RAW_TEXT, return_tensors="np").input_ids[0], handles,
+                                                        image_token_id=s.image_pad, video_token_id=s.video_pad,
+                                                        vision_start_token_id=s.vision_start)
     out = _run(benchmark, stock, name)
+    assert vars(out) == vars(reference)
     assert len(out.prompt_token_ids) == len(RAW_IDS) - 1 + layout.num_pads  # one run, no timestamps
     benchmark.extra_info.update(tokens=len(out.prompt_token_ids))
 
