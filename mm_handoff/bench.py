@@ -134,7 +134,8 @@ def plot(cases: dict, path: str) -> None:
 
     pts = sorted((e["tokens"], e["rows"]) for e in cases.values() if e["tokens"])
     fig, ax = plt.subplots(figsize=(6, 4))
-    for key, label in (("prefill:prefill_mm_handoff", "prefill, mm-handoff"),
+    for key, label in (("prefill:prefill_mm_handoff", "prefill, mm-handoff (layer)"),
+                       ("prefill:prefill_mm_handoff_dataclass", "prefill, mm-handoff + TRT dataclass"),
                        ("prefill:prefill_stock_trtllm", "prefill, stock TensorRT-LLM"),
                        ("encoder:encoder_mm_handoff", "encoder, mm-handoff")):
         xs = [t for t, r in pts if key in r]
