@@ -9,7 +9,7 @@ a missing, broken or unsupported TensorRT-LLM is logged, never raised (an explic
 It is reached through ``sitecustomize`` (``mm-handoff run -- CMD``) or a ``.pth`` file in
 site-packages holding this one line (``docs/trtllm.md``), which imports nothing unless the variable is set::
 
-    import os, importlib; os.environ.get("MM_HANDOFF_AUTOINSTALL") == "1" and importlib.import_module("mm_handoff._startup").process_startup()
+    import os, importlib; os.environ.get("MM_HANDOFF_AUTOINSTALL", "").strip().lower() in ("1", "true", "yes", "on") and importlib.import_module("mm_handoff._startup").process_startup()
 
 Spawned and MPI-started interpreters inherit the environment, so they run it too.
 """
@@ -26,8 +26,8 @@ __all__ = ["process_startup", "AUTOINSTALL_ENV", "ENGINE_MODULE", "PTH_LINE"]
 
 AUTOINSTALL_ENV = "MM_HANDOFF_AUTOINSTALL"
 #: the line of a ``.pth`` file that runs the start-up hook (imports nothing unless the variable is set)
-PTH_LINE = ('import os, importlib; os.environ.get("MM_HANDOFF_AUTOINSTALL") == "1" and '
-            'importlib.import_module("mm_handoff._startup").process_startup()')
+PTH_LINE = ('import os, importlib; os.environ.get("MM_HANDOFF_AUTOINSTALL", "").strip().lower() in '
+            '("1", "true", "yes", "on") and importlib.import_module("mm_handoff._startup").process_startup()')
 ENGINE_MODULE = "tensorrt_llm"
 
 log = logging.getLogger("mm_handoff.startup")

@@ -26,7 +26,8 @@ def pytest_collection_modifyitems(config, items):
     """``slow`` tests (720p clips, long prompts) run only with ``-m slow`` or ``MM_HANDOFF_SLOW=1``."""
     import pytest
 
-    if os.environ.get("MM_HANDOFF_SLOW") == "1" or "slow" in (config.getoption("-m") or ""):
+    expr = config.getoption("-m") or ""
+    if os.environ.get("MM_HANDOFF_SLOW") == "1" or ("slow" in expr and "not slow" not in expr):
         return
     skip = pytest.mark.skip(reason="slow: run with -m slow or MM_HANDOFF_SLOW=1")
     for item in items:

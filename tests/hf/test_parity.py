@@ -18,7 +18,6 @@ once and its results are shared by the tests that check them. The 720p40 clip is
 from __future__ import annotations
 
 import copy
-import os
 
 import numpy as np
 import pytest
@@ -413,17 +412,11 @@ def test_cosmos3_edge_layout(edge, case):
 
 
 # ---------------------------------------------------------------------------------------------- 720p40 (slow)
-def _slow_enabled(config) -> bool:
-    expr = config.getoption("markexpr", "") or ""
-    return os.environ.get("MM_HANDOFF_SLOW") == "1" or ("slow" in expr and "not slow" not in expr)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["qwen3_vl", "qwen3_5"])
 def test_720p40_parity(family, request):
-    """About 25 s per family on 2 cores, 3 GB RSS. Runs with ``-m slow`` or ``MM_HANDOFF_SLOW=1``."""
-    if not _slow_enabled(request.config):
-        pytest.skip("slow: run with -m slow or MM_HANDOFF_SLOW=1")
+    """About 25 s per family on 2 cores, 3 GB RSS. Runs with ``-m slow`` or ``MM_HANDOFF_SLOW=1``
+    (tests/conftest.py skips ``slow`` tests otherwise)."""
     e = FamilyEnv(family)
     r = e.run("720p40")
     assert r["agg"].prompt_len == 12054 and r["enc"].video_grid_thw == [[20, 36, 66]]
