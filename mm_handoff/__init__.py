@@ -6,9 +6,12 @@ engines lazily, so ``import mm_handoff`` works without either.
 """
 
 from ._version import __version__
+from .accept import accept_layout
 from .derive import derive_layout
 from .errors import (
     AdapterAlreadyRegisteredError,
+    AdapterError,
+    UsageError,
     AdapterNotFoundError,
     EmbeddingCountError,
     EngineNotSupportedError,
@@ -29,7 +32,7 @@ from .mrope import mrope_positions
 from .registry import get_adapter, register_adapter
 from .spec import PAD_ONLY, REPLACE_WRAPPER, TimestampVocab, TokenSpec
 from .policy import Policy, resolve_policy
-from .validate import check_mrope_slice, check_skew, validate
+from .checks import check_mrope_slice, check_skew, validate
 from .wire import WireLimits, from_wire, to_wire
 
 __all__ = [
@@ -44,6 +47,7 @@ __all__ = [
     "derive_layout",
     "mrope_positions",
     "validate",
+    "accept_layout",
     "check_mrope_slice",
     "check_skew",
     "Policy",
@@ -65,7 +69,9 @@ __all__ = [
     "WireChecksumError",
     "WireLimitError",
     "SkewError",
+    "AdapterError",
     "AdapterNotFoundError",
+    "UsageError",
     "AdapterAlreadyRegisteredError",
     "EngineNotSupportedError",
 ]

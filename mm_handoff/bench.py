@@ -154,11 +154,11 @@ def plot(cases: dict, path: str) -> None:
 
 
 def run_bench(args) -> int:
-    from .cli import CliError
+    from .errors import UsageError
 
     where = find_benchmarks()
     if where is None:
-        raise CliError("the benchmark suite (benchmarks/) is not next to this installation; "
+        raise UsageError("the benchmark suite (benchmarks/) is not next to this installation; "
                        "run from a clone after `make setup`")
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "bench.json")
@@ -173,7 +173,7 @@ def run_bench(args) -> int:
                               text=True)
         if proc.returncode != 0 or not os.path.exists(out):
             sys.stderr.write(proc.stdout[-4000:])
-            raise CliError(f"the benchmark suite failed (exit {proc.returncode})")
+            raise UsageError(f"the benchmark suite failed (exit {proc.returncode})")
         data = json.load(open(out))
     cases = summarize(data)
     print(f"machine: {data['machine_info'].get('cpu', {}).get('brand_raw', '?')}, "

@@ -15,8 +15,7 @@ from typing import Optional, Sequence
 __all__ = ["main"]
 
 
-class CliError(Exception):
-    """A user-facing failure: printed as one line, exit code 2."""
+from .errors import UsageError  # a user-facing failure: printed as one line, exit code 2
 
 
 # ----------------------------------------------------------------------------- input parsing
@@ -24,15 +23,15 @@ def _read_json(path: str):
     try:
         text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
     except OSError as exc:
-        raise CliError(f"cannot read {path!r}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot read {path!r}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
-        raise CliError(f"{path!r} is not UTF-8 text") from None
+        raise UsageError(f"{path!r} is not UTF-8 text") from None
     try:
         return json.loads(text)
     except ValueError as exc:
-        raise CliError(f"{path!r} is not valid JSON ({exc})") from None
+        raise UsageError(f"{path!r} is not valid JSON ({exc})") from None
     except RecursionError:
-        raise CliError(f"{path!r} is nested too deeply to be a token list or a layout") from None
+        raise UsageError(f"{path!r} is nested too deeply to be a token list or a layout") from None
 
 
 def _grids(value, name: str):
@@ -42,9 +41,9 @@ def _grids(value, name: str):
         try:
             value = json.loads(value)
         except ValueError:
-            raise CliError(f"--{name.replace('_', '-')} must be JSON like [[20,36,66]]") from None
+            raise UsageError(f"--{name.replace('_', '-')} must be JSON like [[20,36,66]]") from None
     if not isinstance(value, list) or not all(isinstance(g, list) and len(g) == 3 for g in value):
-        raise CliError(f"{name} must be a list of [t, h, w] triples")
+        raise UsageError(f"{name} must be a list of [t, h, w] triples")
     return value
 
 
@@ -59,11 +58,11 @@ def load_layout(path: str, *, family: Optional[str] = None, image_grid_thw=None,
         if isinstance(data, list):
             data = {"token_ids": data}
         if not isinstance(data, dict) or "token_ids" not in data:
-            raise CliError(f"{path!r}: expected a wire payload, a list of token ids, or an object with "
+            raise UsageError(f"{path!r}: expected a wire payload, a list of token ids, or an object with "
                            f"'token_ids' (and optional 'family', 'image_grid_thw', 'video_grid_thw')")
         fam = family or data.get("family") or "qwen3_vl"
         if not isinstance(fam, str):
-            raise CliError(f"{path!r}: 'family' must be a string")
+            raise UsageError(f"{path!r}: 'family' must be a string")
         adapter = get_adapter(fam)
         return adapter.derive_layout(
             data["token_ids"],
@@ -74,7 +73,7 @@ def load_layout(path: str, *, family: Optional[str] = None, image_grid_thw=None,
             mrope=False,
         )
     except HandoffError as exc:
-        raise CliError(f"{path!r}: {exc}") from None
+        raise UsageError(f"{path!r}: {exc}") from None
 
 
 def layout_summary(layout) -> dict:
@@ -132,7 +131,7 @@ def cmd_inspect(args) -> int:
 
 def describe_difference(a, b) -> Optional[str]:
     """The first difference between two layouts, in words; None when equal."""
-    from .validate import check_token_ids
+    from .checks import check_token_ids
     from .errors import TokenMismatchError
 
     if a.family != b.family:
@@ -283,7 +282,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (CliError, HandoffError) as exc:
+    except (UsageError, HandoffError) as exc:
         print(f"mm-handoff: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -119,15 +119,15 @@ def format_report(r: dict) -> str:
 
 
 def run_demo(args) -> int:
-    from .cli import CliError
+    from .errors import UsageError
 
     try:
         from .hf.engine import run_three_modes
     except ImportError as exc:
-        raise CliError(f"the demo needs the hf extra (pip install 'mm-handoff[hf]'): {exc}") from None
+        raise UsageError(f"the demo needs the hf extra (pip install 'mm-handoff[hf]'): {exc}") from None
     height, width = (720, 1280) if args.hd else (args.height, args.width)
     if args.frames < 1 or height < 32 or width < 32:
-        raise CliError("--frames must be >= 1 and the frame size at least 32x32")
+        raise UsageError("--frames must be >= 1 and the frame size at least 32x32")
     stream = sys.stderr
     stream.write(f"mm-handoff demo: {args.frames} frames of a {SOURCE_SECONDS:.0f} s {args.fps:g} fps clip at "
                  f"{width}x{height}, family {args.family}\n")

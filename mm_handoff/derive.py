@@ -16,34 +16,11 @@ import numpy as np
 
 from .errors import GridMismatchError
 from .layout import IMAGE, VIDEO, HandoffLayout, MultimodalItem, PlaceholderRun, readonly_ids
-from .spec import TokenSpec
+from .spec import TokenSpec, item_lengths, normalize_grids
 
-__all__ = ["derive_layout", "derive_layout_naive", "item_lengths", "normalize_grids"]
+__all__ = ["derive_layout", "derive_layout_naive"]
 
 _MAX_TS_TOKENS = 12  # '<' + up to 8 digits + '.' + digit + ' seconds' + '>'
-
-
-def normalize_grids(grids, field: str) -> list:
-    """Grids as a list of (t, h, w) int tuples; accepts lists, arrays and tensors."""
-    if grids is None:
-        return []
-    if hasattr(grids, "tolist"):
-        grids = grids.tolist()
-    out = []
-    for k, g in enumerate(grids):
-        try:
-            t, h, w = (int(v) for v in g)
-        except (TypeError, ValueError) as exc:
-            raise GridMismatchError(f"{field}[{k}]", "(t, h, w)", g) from exc
-        if min(t, h, w) < 1:
-            raise GridMismatchError(f"{field}[{k}]", "positive (t, h, w)", (t, h, w))
-        out.append((t, h, w))
-    return out
-
-
-def item_lengths(grids: Sequence[tuple], merge_size: int) -> list:
-    m2 = merge_size * merge_size
-    return [t * h * w // m2 for t, h, w in grids]
 
 
 def _split_runs(ids: np.ndarray, pad: int, lengths: list, modality: str, request_id=None):

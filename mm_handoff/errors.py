@@ -26,7 +26,9 @@ __all__ = [
     "AdapterError",
     "AdapterNotFoundError",
     "AdapterAlreadyRegisteredError",
+    "AdapterRegistrationError",
     "EngineNotSupportedError",
+    "UsageError",
 ]
 
 
@@ -126,7 +128,7 @@ class SkewError(HandoffError):
 
 
 class AdapterError(HandoffError):
-    """Adapter registry problems."""
+    """An adapter could not be found, registered or built, or it failed in an untyped way."""
 
 
 class AdapterNotFoundError(AdapterError, LookupError):
@@ -137,5 +139,13 @@ class AdapterAlreadyRegisteredError(AdapterError):
     """A key already has an adapter and replacing it was not asked for."""
 
 
+class AdapterRegistrationError(AdapterError, TypeError):
+    """The registry was called wrongly: no keys, a key that is not a string or class, a non-callable factory."""
+
+
 class EngineNotSupportedError(HandoffError, RuntimeError):
     """The installed engine is missing, too old, or its hook points drifted."""
+
+
+class UsageError(ValueError):
+    """A command-line or API argument is wrong (not a handoff problem); the CLI prints it and exits 2."""

@@ -14,10 +14,9 @@ import functools
 
 import numpy as np
 
-from .derive import normalize_grids
 from .errors import GridMismatchError
 from .layout import readonly_ids
-from .spec import TokenSpec
+from .spec import TokenSpec, normalize_grids
 
 __all__ = ["mrope_positions"]
 

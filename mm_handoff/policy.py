@@ -15,11 +15,12 @@ import enum
 import os
 from typing import Optional, Union
 
+from . import _env
 from .errors import HandoffError
 
 __all__ = ["Policy", "resolve_policy", "POLICY_ENV"]
 
-POLICY_ENV = "MM_HANDOFF_POLICY"
+POLICY_ENV = _env.POLICY
 
 
 class Policy(str, enum.Enum):

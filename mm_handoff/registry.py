@@ -15,18 +15,21 @@ too), loaded once, on the first lookup. ``MM_HANDOFF_BLOCK_ADAPTERS=name,name`` 
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
 import os
 import threading
 from typing import Any, Callable, Iterable, Optional, Union
 
-from .errors import AdapterAlreadyRegisteredError, AdapterNotFoundError
+from . import _env
+from .errors import AdapterAlreadyRegisteredError, AdapterError, AdapterNotFoundError, AdapterRegistrationError
 
-__all__ = ["AdapterRegistry", "REGISTRY", "register_adapter", "get_adapter", "class_key", "ENTRY_POINT_GROUP"]
+__all__ = ["AdapterRegistry", "REGISTRY", "register_adapter", "get_adapter", "build_adapter", "class_key",
+           "ENTRY_POINT_GROUP"]
 
 log = logging.getLogger("mm_handoff")
 ENTRY_POINT_GROUP = "mm_handoff.adapters"
-BLOCK_ENV = "MM_HANDOFF_BLOCK_ADAPTERS"
+BLOCK_ENV = _env.BLOCK_ADAPTERS
 
 Factory = Callable[..., Any]
 
@@ -60,14 +63,24 @@ class AdapterRegistry:
     # ---------------------------------------------------------------- registration
     def register(self, keys: Union[str, type, Iterable[Union[str, type]]], factory: Factory, *,
                  replace: bool = False) -> None:
-        """Register ``factory(tokenizer=None, config=None) -> adapter`` under one or more keys."""
+        """Register ``factory(*, tokenizer=None, config=None[, convention=None]) -> adapter`` under keys.
+
+        The adapter it returns follows :class:`mm_handoff.adapters.base.Adapter`. A factory that takes
+        no ``convention`` still works: see :func:`build_adapter`.
+        """
         if isinstance(keys, (str, type)):
             keys = [keys]
-        keys = list(keys)
+        try:
+            keys = list(keys)
+        except TypeError:
+            raise AdapterRegistrationError("keys", "a key or an iterable of keys", type(keys).__name__) from None
         if not keys:
-            raise AdapterNotFoundError("keys", "at least one key", keys)
+            raise AdapterRegistrationError("keys", "at least one key", keys)
+        for key in keys:
+            if not isinstance(key, (str, type)) or (isinstance(key, str) and not key.strip()):
+                raise AdapterRegistrationError("keys", "non-empty strings or classes", key)
         if not callable(factory):
-            raise AdapterAlreadyRegisteredError("factory", "a callable", type(factory).__name__)
+            raise AdapterRegistrationError("factory", "a callable", type(factory).__name__)
         with self._lock:
             plan = []
             for key in keys:
@@ -111,11 +124,12 @@ class AdapterRegistry:
                                        f"or a class derived from {self.class_keys()}", _key_repr(key))
         return factory
 
-    def get(self, key, *, tokenizer=None, config=None):
-        """An adapter instance for ``key``, built with the given tokenizer / config."""
+    def get(self, key, *, tokenizer=None, config=None, convention: Optional[str] = None, request_id=None):
+        """An adapter instance for ``key``, built with the given tokenizer / config / convention."""
         if config is None and _looks_like_config(key):
             config = key
-        return self.resolve(key)(tokenizer=tokenizer, config=config)
+        return build_adapter(self.resolve(key), tokenizer=tokenizer, config=config, convention=convention,
+                             request_id=request_id)
 
     def _lookup(self, key) -> Optional[Factory]:
         with self._lock:
@@ -198,6 +212,38 @@ def _key_repr(key) -> str:
     return f"instance of {class_key(type(key))}"
 
 
+def _accepts_convention(factory) -> bool:
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):  # builtins without a signature: try the keyword
+        return True
+    return any(p.kind is p.VAR_KEYWORD or p.name == "convention" for p in params)
+
+
+def build_adapter(factory, *, tokenizer=None, config=None, convention: Optional[str] = None, request_id=None):
+    """Call a registered factory; anything it raises becomes an :class:`AdapterError`.
+
+    ``convention`` is passed only when asked for. A factory that does not take it builds its
+    default adapter, and a different convention than the one asked for is an AdapterError (never
+    a silent mix of conventions).
+    """
+    kwargs = {"tokenizer": tokenizer, "config": config}
+    pass_convention = convention is not None and _accepts_convention(factory)
+    if pass_convention:
+        kwargs["convention"] = convention
+    try:
+        adapter = factory(**kwargs)
+    except AdapterError:
+        raise
+    except Exception as exc:
+        raise AdapterError("adapter factory", f"{_describe(factory)}(**{sorted(kwargs)}) to build an adapter",
+                           f"{type(exc).__name__}: {exc}", request_id=request_id) from exc
+    if convention is not None and not pass_convention and getattr(adapter, "convention", None) != convention:
+        raise AdapterError("adapter.convention", f"{convention} (asked for; the factory takes no convention=)",
+                           getattr(adapter, "convention", None), request_id=request_id)
+    return adapter
+
+
 REGISTRY = AdapterRegistry()
 
 
@@ -206,6 +252,6 @@ def register_adapter(keys, factory, *, replace: bool = False) -> None:
     REGISTRY.register(keys, factory, replace=replace)
 
 
-def get_adapter(key, *, tokenizer=None, config=None):
+def get_adapter(key, *, tokenizer=None, config=None, convention: Optional[str] = None):
     """Adapter for a family name, HF config, class, instance or dotted class name."""
-    return REGISTRY.get(key, tokenizer=tokenizer, config=config)
+    return REGISTRY.get(key, tokenizer=tokenizer, config=config, convention=convention)

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 from typing import Optional
 
 import attrs
+import numpy as np
 
-from .errors import LayoutError
+from .errors import GridMismatchError, LayoutError
 
-__all__ = ["TokenSpec", "TimestampVocab", "PAD_ONLY", "REPLACE_WRAPPER", "CONVENTIONS"]
+__all__ = ["TokenSpec", "TimestampVocab", "PAD_ONLY", "REPLACE_WRAPPER", "CONVENTIONS", "normalize_grids",
+           "item_lengths", "strict_int"]
 
 #: transformers >= 5.10.1 replaces only ``<|video_pad|>``; the template's outer markers stay.
 PAD_ONLY = "pad_only"
@@ -115,3 +118,52 @@ class TokenSpec:
 def _digest(spec: TokenSpec) -> str:
     text = repr(sorted(spec.as_dict().items())).encode()
     return hashlib.blake2b(text, digest_size=8).hexdigest()
+
+
+def strict_int(value) -> int:
+    """``value`` as an int when it is one: ints, numpy ints and 0-d integer tensors; never truncates.
+
+    ``4.9``, ``"4"``, ``True`` and ``None`` raise ``TypeError``/``ValueError`` (callers turn that into
+    their typed error naming the field). An integral float such as ``4.0`` is accepted as 4 (JSON
+    and torch hand those over).
+    """
+    if isinstance(value, bool) or isinstance(value, (str, bytes)) or value is None:
+        raise TypeError(f"not an int: {value!r}")
+    if isinstance(value, int):
+        return value
+    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
+        value = value.item()
+        if isinstance(value, bool):
+            raise TypeError(f"not an int: {value!r}")
+        if isinstance(value, int):
+            return value
+    if isinstance(value, float) or isinstance(value, np.floating):
+        if not math.isfinite(value) or value != int(value):
+            raise ValueError(f"not an integral value: {value!r}")
+        return int(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    raise TypeError(f"not an int: {value!r}")
+
+
+def normalize_grids(grids, field: str) -> list:
+    """Grids as a list of (t, h, w) int tuples; accepts lists, arrays and tensors."""
+    if grids is None:
+        return []
+    if hasattr(grids, "tolist"):
+        grids = grids.tolist()
+    out = []
+    for k, g in enumerate(grids):
+        try:
+            t, h, w = (strict_int(v) for v in g)
+        except (TypeError, ValueError) as exc:
+            raise GridMismatchError(f"{field}[{k}]", "(t, h, w) integers", g) from exc
+        if min(t, h, w) < 1:
+            raise GridMismatchError(f"{field}[{k}]", "positive (t, h, w)", (t, h, w))
+        out.append((t, h, w))
+    return out
+
+
+def item_lengths(grids: Sequence[tuple], merge_size: int) -> list:
+    m2 = merge_size * merge_size
+    return [t * h * w // m2 for t, h, w in grids]

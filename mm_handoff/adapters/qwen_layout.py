@@ -19,12 +19,12 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from ..derive import derive_layout, item_lengths, normalize_grids
+from ..derive import derive_layout
 from ..errors import GridMismatchError, HandoffError, SkewError
-from ..validate import check_token_ids
+from ..checks import check_token_ids
 from ..layout import HandoffLayout, readonly_ids
 from ..mrope import mrope_positions
-from ..spec import CONVENTIONS, PAD_ONLY, REPLACE_WRAPPER, TimestampVocab, TokenSpec
+from ..spec import CONVENTIONS, PAD_ONLY, REPLACE_WRAPPER, TimestampVocab, TokenSpec, item_lengths, normalize_grids
 from .base import Adapter
 from .timestamps import calculate_timestamps, format_timestamp, metadata_fields
 
@@ -295,21 +295,3 @@ class QwenLayoutAdapter(Adapter):
             cursor = p + 1
             if kind == "video" and trio and cursor < len(raw) and raw[cursor] == spec.vision_end and hi == p - 1:
                 cursor += 1
-
-    def stock_token_ids(self, prompt_token_ids, *, image_grid_thw=None, video_grid_thw=None) -> np.ndarray:
-        """What TensorRT-LLM's stock prefill builds: each placeholder becomes one run, nothing else."""
-        ids = readonly_ids(prompt_token_ids, "prompt_token_ids")
-        spec = self.spec
-        counts = iter(item_lengths(normalize_grids(image_grid_thw, "image_grid_thw"), spec.merge_size))
-        vcounts = iter(item_lengths(normalize_grids(video_grid_thw, "video_grid_thw"), spec.merge_size))
-        reps = np.ones(len(ids), dtype=np.int64)
-        try:
-            for p in np.flatnonzero(ids == spec.image_pad).tolist():
-                reps[p] = next(counts)
-            for p in np.flatnonzero(ids == spec.video_pad).tolist():
-                reps[p] = next(vcounts)
-        except StopIteration:
-            raise GridMismatchError("placeholders", "one grid per placeholder", "more placeholders than grids")
-        result = np.repeat(ids, reps).astype(np.int32)
-        result.flags.writeable = False
-        return result

@@ -49,8 +49,8 @@ import torch
 
 from ..errors import EmbeddingCountError, HandoffError, MropeLengthError, SkewError
 from ..layout import HandoffLayout
-from ..validate import check_skew
-from ..validate import validate as _validate
+from ..checks import check_skew
+from ..checks import validate as _validate
 from . import processors as _procs
 from .families import normalize_family
 

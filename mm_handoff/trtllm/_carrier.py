@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import HandoffError
 from ..registry import REGISTRY
-from ..validate import shape_of as core_shape_of
+from ..checks import shape_of as core_shape_of
 
 __all__ = [
     "LAYOUT_KEY",

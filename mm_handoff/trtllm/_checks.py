@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import AdapterNotFoundError, EmbeddingCountError, HandoffError
 from ..policy import Policy
-from ..validate import check_mrope_slice, validate
+from ..checks import check_mrope_slice, validate
 from ._carrier import LAYOUT_KEY, adapter_for, carried, decode_layout, embedding_handles, handle_rows, shape_of
 
 __all__ = [

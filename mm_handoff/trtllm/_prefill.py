@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import EmbeddingCountError, HandoffError
 from ..policy import Policy
-from ..validate import check_skew, check_token_ids, validate
+from ..checks import check_skew, check_token_ids, validate
 from ._carrier import (
     GRIDS_KEY,
     LAYOUT_KEY,

@@ -12,7 +12,7 @@ import dataclasses
 from typing import Any, NamedTuple, Optional
 
 from ..errors import HandoffError
-from ..validate import check_skew, validate
+from ..checks import check_skew, validate
 from ._carrier import GRIDS_KEY, LAYOUT_KEY, carried, decode_layout, embedding_handles, handle_rows, shape_of
 from ._prefill import disagg_prefill_inputs
 

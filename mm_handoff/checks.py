@@ -21,7 +21,8 @@ from .errors import (
 )
 from .layout import VIDEO, HandoffLayout, readonly_ids
 
-__all__ = ["validate", "check_mrope_slice", "shape_of", "check_grid", "check_embedding_rows", "check_token_ids", "check_skew"]
+__all__ = ["validate", "check_mrope_slice", "shape_of", "check_grid", "check_embedding_rows", "check_token_ids",
+           "first_difference", "check_skew"]
 
 _STOCK_HINT = ("the prefill side likely rebuilt the prompt from text (one pad run per item, no timestamps); "
                "ship the encoder's layout or rebuild it with the family adapter")
@@ -121,16 +122,25 @@ def check_embedding_rows(layout: HandoffLayout, embedding_rows, *, request_id=No
         raise EmbeddingCountError("embedding_rows", f"{expected} (pads per item)", rows, request_id=request_id)
 
 
+def first_difference(expected_ids, actual_ids, *, field: str = "token_ids") -> Optional[int]:
+    """The first index where two id sequences differ (the shorter length if one is a prefix); None if equal."""
+    a = readonly_ids(expected_ids, field)
+    b = readonly_ids(actual_ids, field)
+    if a.shape == b.shape and np.array_equal(a, b):
+        return None
+    n = min(a.shape[0], b.shape[0])
+    diff = np.flatnonzero(a[:n] != b[:n])
+    return int(diff[0]) if diff.size else n
+
+
 def check_token_ids(expected_ids, actual_ids, *, request_id=None, field: str = "prompt_token_ids",
                     context: int = 3) -> None:
     """Token ids equal; otherwise name the first differing index and the tokens around it."""
     a = readonly_ids(expected_ids, field)
     b = readonly_ids(actual_ids, field)
-    if a.shape == b.shape and np.array_equal(a, b):
+    index = first_difference(a, b, field=field)
+    if index is None:
         return
-    n = min(a.shape[0], b.shape[0])
-    diff = np.flatnonzero(a[:n] != b[:n])
-    index = int(diff[0]) if diff.size else n
     lo = max(0, index - context)
     raise TokenMismatchError(f"{field} (length)" if a.shape != b.shape else field,
                              f"{a.shape[0]} ids", f"{b.shape[0]} ids", index=index,

@@ -1,0 +1,113 @@
+"""One step that accepts a carried layout on the prefill side, whatever the engine.
+
+The prefill side receives the encoder's layout (its wire form, or an already decoded
+:class:`~mm_handoff.layout.HandoffLayout`) together with the embeddings, and must not run it
+unless every part agrees with what this side holds. :func:`accept_layout` is that step, in one
+order, for the TensorRT-LLM glue, ``prefill_request``, the HF reference engine and the vLLM glue:
+
+1. decode the wire form (bounded, checksummed, re-validated);
+2. skew: family, tokenizer digest and processor convention against this side's adapter;
+3. embeddings: one per item, rows per item == pads per item, row width == the adapter's
+   ``hidden * (1 + deepstack levels)`` where it is known;
+4. this request's own prompt: the expanded ids equal the layout's, or an un-expanded prompt is
+   the one the layout was expanded from (handoffs mixed up between requests fail loudly);
+5. mRoPE ids (or their shape) cover the prompt exactly.
+
+Any failure is a :class:`~mm_handoff.errors.HandoffError`. An adapter that fails in another way
+(a third-party adapter raising ``TypeError``, say) is wrapped in an
+:class:`~mm_handoff.errors.AdapterError`, so a serving policy that handles ``HandoffError`` sees
+every failure of this step.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from .checks import check_embedding_rows, check_grid, check_mrope_slice, check_skew, check_token_ids, shape_of
+from .errors import AdapterError, EmbeddingCountError, HandoffError
+from .layout import HandoffLayout, readonly_ids
+
+__all__ = ["accept_layout", "call_adapter", "embedding_shapes_of"]
+
+
+def call_adapter(adapter, method: str, *args, request_id=None, **kwargs):
+    """``adapter.method(*args, **kwargs)``; a failure that is not a HandoffError becomes an AdapterError."""
+    try:
+        return getattr(adapter, method)(*args, **kwargs)
+    except HandoffError as exc:
+        raise exc.with_request(request_id)
+    except Exception as exc:  # a third-party adapter's bug must reach the policy as a typed error
+        raise AdapterError(f"adapter.{method}", f"{method}() of {adapter!r} to succeed",
+                           f"{type(exc).__name__}: {exc}", request_id=request_id,
+                           hint="the family adapter failed; see the chained exception") from exc
+
+
+def _adapter_attr(adapter, name: str, request_id):
+    try:
+        return getattr(adapter, name)
+    except Exception as exc:
+        raise AdapterError(f"adapter.{name}", f"{name} of {adapter!r}", f"{type(exc).__name__}: {exc}",
+                           request_id=request_id) from exc
+
+
+def embedding_shapes_of(embeddings, *, field: str = "embeddings", request_id=None) -> list:
+    """Per-item shapes (as int tuples) of tensors, arrays, shape tuples or handle dicts."""
+    if not isinstance(embeddings, (list, tuple)):
+        raise HandoffError(field, "a list with one embedding (or handle) per image/video",
+                           type(embeddings).__name__, request_id=request_id)
+    return [shape_of(e, field=f"{field}[{i}].shape", request_id=request_id) for i, e in enumerate(embeddings)]
+
+
+def _check_embeddings(layout: HandoffLayout, shapes: Sequence[tuple], width: Optional[int], request_id) -> None:
+    if len(shapes) != len(layout.items):
+        raise EmbeddingCountError("embeddings", f"{len(layout.items)} (one per image/video)", len(shapes),
+                                  request_id=request_id)
+    for i, shape in enumerate(shapes):
+        if len(shape) != 2:
+            raise EmbeddingCountError(f"embeddings[{i}].shape", "[rows, width]", list(shape), request_id=request_id)
+    check_embedding_rows(layout, [s[0] for s in shapes], request_id=request_id)
+    if width is not None:
+        for i, shape in enumerate(shapes):
+            if shape[1] != width:
+                raise EmbeddingCountError(f"embeddings[{i}].shape[1]", f"{width} (hidden size x (1 + deepstack levels))",
+                                          shape[1], request_id=request_id)
+
+
+def _check_own_prompt(layout: HandoffLayout, adapter, prompt_token_ids, request_id) -> None:
+    ids = readonly_ids(prompt_token_ids, "prompt_token_ids")
+    if ids.shape[0] == layout.prompt_len:  # already expanded (a P -> D hop passes the encoder's ids)
+        check_token_ids(layout.token_ids, ids, request_id=request_id, field="prompt_token_ids")
+    else:
+        call_adapter(adapter, "check_prompt", layout, ids, request_id=request_id)
+
+
+def accept_layout(carried: Any, adapter, *, embeddings=None, embedding_shapes=None,
+                  prompt_token_ids=None, mrope_position_ids=None, request_id=None) -> HandoffLayout:
+    """The encoder's layout, checked against this side (see the module doc); raises on any mismatch.
+
+    ``carried``: a wire payload (dict) or a :class:`HandoffLayout`. ``adapter``: this side's family
+    adapter. ``embeddings`` (tensors, arrays or handle dicts, one per item) or ``embedding_shapes``
+    (``(rows, width)`` per item): checked when given. ``prompt_token_ids``: this request's own prompt,
+    expanded or not. ``mrope_position_ids``: the ids (or their shape) about to be sliced.
+    """
+    if isinstance(carried, HandoffLayout):
+        layout = carried
+    else:
+        layout = HandoffLayout.from_wire(carried, request_id=request_id)
+    check_skew(layout, family=_adapter_attr(adapter, "family", request_id),
+               convention=_adapter_attr(adapter, "convention", request_id),
+               tokenizer_digest=_adapter_attr(adapter, "tokenizer_digest", request_id), request_id=request_id)
+    check_grid(layout, request_id=request_id)
+    if embeddings is not None and embedding_shapes is not None:
+        raise HandoffError("embeddings", "either embeddings or embedding_shapes", "both", request_id=request_id)
+    if embeddings is not None:
+        embedding_shapes = embedding_shapes_of(embeddings, request_id=request_id)
+    if embedding_shapes is not None:
+        shapes = embedding_shapes_of(embedding_shapes, field="embedding_shapes", request_id=request_id)
+        _check_embeddings(layout, shapes, _adapter_attr(adapter, "handle_row_width", request_id), request_id)
+    if prompt_token_ids is not None:
+        _check_own_prompt(layout, adapter, prompt_token_ids, request_id)
+    if mrope_position_ids is not None:
+        check_mrope_slice(mrope_position_ids, layout.prompt_len, request_id=request_id)
+    return layout
+
