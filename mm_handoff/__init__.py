@@ -1,39 +1,31 @@
 """mm-handoff: an exact encoder -> prefill/decode multimodal handoff for the Qwen3-VL family.
 
-The core (contract, validator, wire form, registry) needs only attrs and numpy. The HF reference
-engine (:mod:`mm_handoff.hf`) and the TensorRT-LLM glue (:mod:`mm_handoff.trtllm`) import their
-engines lazily, so ``import mm_handoff`` works without either.
+The core (contract, checks, wire form, registry) needs only attrs and numpy. The HF reference
+engine (:mod:`mm_handoff.hf`) and the engine glue (:mod:`mm_handoff.trtllm`, :mod:`mm_handoff.vllm`)
+import their engines lazily, so ``import mm_handoff`` works without any of them.
+
+Everything else stays importable from its module (``mm_handoff.errors``, ``mm_handoff.checks``,
+``mm_handoff.spec``, ...); this namespace holds what a user calls.
 """
 
-from ._version import __version__
 from .accept import accept_layout
-from .derive import derive_layout
+from .checks import check_mrope_slice, check_skew, validate
 from .errors import (
-    AdapterAlreadyRegisteredError,
     AdapterError,
-    UsageError,
     AdapterNotFoundError,
     EmbeddingCountError,
-    EngineNotSupportedError,
-    FingerprintMismatchError,
-    GridMismatchError,
     HandoffError,
     LayoutError,
     MropeLengthError,
     SkewError,
     TokenMismatchError,
-    WireChecksumError,
     WireFormatError,
-    WireLimitError,
-    WireVersionError,
 )
 from .layout import HandoffLayout, MultimodalItem, PlaceholderRun
-from .mrope import mrope_positions
+from .policy import Policy
 from .registry import get_adapter, register_adapter
-from .spec import PAD_ONLY, REPLACE_WRAPPER, TimestampVocab, TokenSpec
-from .policy import Policy, resolve_policy
-from .checks import check_mrope_slice, check_skew, validate
-from .wire import WireLimits, from_wire, to_wire
+from .spec import PAD_ONLY, REPLACE_WRAPPER, TokenSpec
+from .wire import WireLimits
 
 __all__ = [
     "__version__",
@@ -41,37 +33,32 @@ __all__ = [
     "MultimodalItem",
     "PlaceholderRun",
     "TokenSpec",
-    "TimestampVocab",
     "PAD_ONLY",
     "REPLACE_WRAPPER",
-    "derive_layout",
-    "mrope_positions",
-    "validate",
+    "get_adapter",
+    "register_adapter",
     "accept_layout",
+    "validate",
     "check_mrope_slice",
     "check_skew",
     "Policy",
-    "resolve_policy",
-    "to_wire",
-    "from_wire",
     "WireLimits",
-    "register_adapter",
-    "get_adapter",
     "HandoffError",
     "LayoutError",
     "MropeLengthError",
     "EmbeddingCountError",
-    "GridMismatchError",
-    "FingerprintMismatchError",
     "TokenMismatchError",
-    "WireFormatError",
-    "WireVersionError",
-    "WireChecksumError",
-    "WireLimitError",
     "SkewError",
+    "WireFormatError",
     "AdapterError",
     "AdapterNotFoundError",
-    "UsageError",
-    "AdapterAlreadyRegisteredError",
-    "EngineNotSupportedError",
 ]
+
+
+def __getattr__(name: str):
+    """``__version__`` is read on first use (it costs nothing at import time of every worker)."""
+    if name == "__version__":
+        from ._version import __version__
+
+        return __version__
+    raise AttributeError(f"module 'mm_handoff' has no attribute {name!r}")

@@ -49,12 +49,12 @@ def _grids(value, name: str):
 
 def load_layout(path: str, *, family: Optional[str] = None, image_grid_thw=None, video_grid_thw=None):
     """A layout from a wire payload, an object with token ids + grids, or a bare list of ids."""
-    from . import HandoffError, from_wire, get_adapter
+    from . import HandoffError, HandoffLayout, get_adapter
 
     data = _read_json(path)
     try:
         if isinstance(data, dict) and data.get("format") == "mm-handoff.layout":
-            return from_wire(data)
+            return HandoffLayout.from_wire(data)
         if isinstance(data, list):
             data = {"token_ids": data}
         if not isinstance(data, dict) or "token_ids" not in data:
@@ -82,7 +82,7 @@ def layout_summary(layout) -> dict:
         "family": layout.family,
         "convention": layout.convention,
         "length": layout.prompt_len,
-        "fingerprint": layout.fingerprint(include_mrope=False),
+        "fingerprint": layout.fingerprint(),
         "vision_start": layout.vision_start_positions.tolist(),
         "vision_end": layout.vision_end_positions.tolist(),
         "items": [
@@ -174,9 +174,8 @@ def cmd_selfcheck(args) -> int:
     """Exercise the core end to end on the 720p40 layout without any engine."""
     import time
 
-    from . import get_adapter, validate
+    from . import HandoffLayout, get_adapter, validate
     from .errors import MropeLengthError
-    from .wire import from_wire
 
     adapter = get_adapter(args.family)
     s = adapter.spec
@@ -187,7 +186,7 @@ def cmd_selfcheck(args) -> int:
     agg = adapter.derive_layout(adapter.rebuild_token_ids(raw, video_grid_thw=grid, video_metadata=[meta]),
                                 video_grid_thw=grid)
     stock = adapter.derive_layout(adapter.stock_token_ids(raw, video_grid_thw=grid), video_grid_thw=grid, mrope=False)
-    back = from_wire(json.dumps(agg.to_wire()))
+    back = HandoffLayout.from_wire(json.dumps(agg.to_wire()))
     validate(back, embedding_rows=11880)
     try:
         validate(stock, mrope_position_ids=agg.mrope_position_ids, request_id="selfcheck")

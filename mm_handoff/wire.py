@@ -11,7 +11,12 @@ adapter recomputes from ids + grids exactly.
 
 Decoding treats the payload as untrusted: every declared size is checked against
 :class:`WireLimits` before anything is allocated, every field's type is checked, and every failure
-is a :class:`WireFormatError` subclass naming the field.
+of the payload's form is a :class:`WireFormatError` subclass naming the field.
+
+This module is the codec only: it knows plain values (:class:`WireContent`), not the layout
+class, so the dependency runs one way. :meth:`HandoffLayout.to_wire` and
+:meth:`HandoffLayout.from_wire` build and check the layout (a well-formed payload that describes
+an invalid layout raises the layout's own :class:`~mm_handoff.errors.LayoutError`).
 """
 
 from __future__ import annotations
@@ -26,11 +31,10 @@ from typing import Any, Optional
 import attrs
 import numpy as np
 
-from .errors import HandoffError, WireChecksumError, WireFormatError, WireLimitError, WireVersionError
-from .layout import HandoffLayout, MultimodalItem, PlaceholderRun
+from .errors import WireFormatError, WireLimitError, WireVersionError
 from .spec import TokenSpec
 
-__all__ = ["WireLimits", "to_wire", "from_wire", "wire_checksum", "FORMAT", "VERSION"]
+__all__ = ["WireLimits", "WireContent", "WireItem", "encode", "decode", "FORMAT", "VERSION"]
 
 FORMAT = "mm-handoff.layout"
 VERSION = 1
@@ -56,12 +60,31 @@ class WireLimits:
 DEFAULT_LIMITS = WireLimits()
 
 
-def wire_checksum(layout: HandoffLayout) -> str:
-    """Digest of ids + layout + delta: what the wire form promises to deliver."""
-    h = hashlib.blake2b(digest_size=16)
-    h.update(layout.fingerprint(include_mrope=False).encode())
-    h.update(repr(layout.mrope_position_delta).encode())
-    return h.hexdigest()
+@attrs.frozen
+class WireItem:
+    """One item as the wire carries it: modality, grid, its runs, and per-group timestamps + spans."""
+
+    modality: str
+    grid_thw: tuple
+    offsets: tuple
+    lengths: tuple
+    timestamps: Optional[tuple] = None
+    spans: Optional[tuple] = None
+
+
+@attrs.frozen
+class WireContent:
+    """Everything a payload carries, as plain values (ids run-length encoded)."""
+
+    family: str
+    convention: str
+    tokenizer_digest: Optional[str]
+    spec: TokenSpec
+    values: Any
+    counts: Any
+    items: tuple
+    mrope_position_delta: Optional[int]
+    checksum: str
 
 
 def _delta(values) -> np.ndarray:
@@ -71,34 +94,33 @@ def _delta(values) -> np.ndarray:
     return out
 
 
-def to_wire(layout: HandoffLayout) -> dict:
-    """Encode a layout as a JSON-safe dict (see module doc for what it carries)."""
-    values, counts = layout.rle()
-    runs = layout.runs
-    offsets = np.fromiter((r.offset for r in runs), dtype=np.int64, count=len(runs))
-    lengths = np.fromiter((r.length for r in runs), dtype=np.int64, count=len(runs))
-    stamped = [item for item in layout.items if item.timestamps is not None]
-    deci = [round(t * 10) for item in stamped for t in item.timestamps]
-    spans = [span for item in stamped for span in item.timestamp_spans]
+def encode(content: WireContent) -> dict:
+    """Encode as a JSON-safe dict (see module doc for what it carries)."""
+    values, counts = content.values, content.counts
+    offsets = np.fromiter((o for w in content.items for o in w.offsets), dtype=np.int64)
+    lengths = np.fromiter((n for w in content.items for n in w.lengths), dtype=np.int64)
+    stamped = [w for w in content.items if w.timestamps is not None]
+    deci = [round(t * 10) for w in stamped for t in w.timestamps]
+    spans = [span for w in stamped for span in w.spans]
     span_start = [a for a, _ in spans]
     span_len = [b - a for a, b in spans]
     blob = np.concatenate([values, counts, _delta(offsets), lengths, _delta(deci), _delta(span_start),
                            np.asarray(span_len, dtype=np.int64)]).astype("<i4").tobytes()
-    items = [{"modality": item.modality, "grid_thw": list(item.grid_thw), "runs": len(item.runs),
-              "timestamps": item.timestamps is not None} for item in layout.items]
+    items = [{"modality": w.modality, "grid_thw": list(w.grid_thw), "runs": len(w.offsets),
+              "timestamps": w.timestamps is not None} for w in content.items]
     return {
         "format": FORMAT,
         "version": VERSION,
-        "family": layout.family,
-        "convention": layout.convention,
-        "tokenizer_digest": layout.tokenizer_digest,
-        "spec": layout.spec.as_dict(),
-        "length": layout.prompt_len,
+        "family": content.family,
+        "convention": content.convention,
+        "tokenizer_digest": content.tokenizer_digest,
+        "spec": content.spec.as_dict(),
+        "length": int(np.asarray(counts).sum()),
         "items": items,
-        "sizes": {"rle": int(values.shape[0]), "runs": len(runs), "timestamps": len(deci)},
+        "sizes": {"rle": int(len(values)), "runs": int(offsets.shape[0]), "timestamps": len(deci)},
         "arrays": base64.b64encode(zlib.compress(blob, 1)).decode("ascii"),
-        "mrope_position_delta": layout.mrope_position_delta,
-        "checksum": wire_checksum(layout),
+        "mrope_position_delta": content.mrope_position_delta,
+        "checksum": content.checksum,
     }
 
 
@@ -187,10 +209,8 @@ def _decode_item(k: int, v, rid) -> tuple:
     return modality, grid, runs, v["timestamps"]
 
 
-def from_wire(obj, *, limits: Optional[WireLimits] = None, request_id=None) -> HandoffLayout:
-    """Decode and re-validate a wire payload (dict, JSON str or bytes) into a :class:`HandoffLayout`."""
-    rid = request_id
-    limits = DEFAULT_LIMITS if limits is None else limits
+def _load(obj, limits: WireLimits, rid) -> dict:
+    """The payload as a dict with the right format, version and keys."""
     if isinstance(obj, (str, bytes, bytearray)):
         if len(obj) > limits.max_payload_chars:
             raise WireLimitError("wire", f"at most {limits.max_payload_chars} characters", len(obj), request_id=rid)
@@ -206,7 +226,11 @@ def from_wire(obj, *, limits: Optional[WireLimits] = None, request_id=None) -> H
     if type(version) is not int or version != VERSION:
         raise WireVersionError("wire.version", VERSION, version, request_id=rid,
                                hint="encoder and prefill run different mm-handoff versions")
-    obj = _dict(obj, "payload", _KEYS, rid)
+    return _dict(obj, "payload", _KEYS, rid)
+
+
+def _header(obj: dict, limits: WireLimits, rid) -> tuple:
+    """Scalar fields and declared sizes, each bounded before anything is allocated."""
     n = _int(obj["length"], "length", rid, low=1)
     if n > limits.max_prompt_len:
         raise WireLimitError("wire.length", f"at most {limits.max_prompt_len} tokens", n, request_id=rid)
@@ -219,28 +243,31 @@ def from_wire(obj, *, limits: Optional[WireLimits] = None, request_id=None) -> H
     delta = obj["mrope_position_delta"]
     if delta is not None:
         delta = _int(delta, "mrope_position_delta", rid, low=-(2**62), high=2**62)
-    spec = _decode_spec(obj["spec"], rid)
     sizes = _dict(obj["sizes"], "sizes", _SIZE_KEYS, rid)
     n_rle = _int(sizes["rle"], "sizes.rle", rid, low=1, high=n)
     n_runs = _int(sizes["runs"], "sizes.runs", rid, low=0, high=min(limits.max_runs, n))
     n_ts = _int(sizes["timestamps"], "sizes.timestamps", rid, low=0, high=n_runs)
-    items_raw = _list(obj["items"], "items", rid, limits.max_items)
-    heads = [_decode_item(k, v, rid) for k, v in enumerate(items_raw)]
+    heads = [_decode_item(k, v, rid) for k, v in enumerate(_list(obj["items"], "items", rid, limits.max_items))]
     if sum(h[2] for h in heads) != n_runs:
         raise _fail("items", f"run counts summing to sizes.runs = {n_runs}", sum(h[2] for h in heads), rid)
     if sum(h[2] for h in heads if h[3]) != n_ts:
         raise _fail("items", f"timestamped groups summing to sizes.timestamps = {n_ts}",
                     sum(h[2] for h in heads if h[3]), rid)
+    return n, digest, delta, (n_rle, n_runs, n_ts), heads
 
-    arrays = _decode_arrays(obj["arrays"], rid, 2 * n_rle + 2 * n_runs + 3 * n_ts)
+
+def _split_arrays(arrays: np.ndarray, n: int, sizes: tuple, rid) -> tuple:
+    """The blob's sections, with run bounds and timestamps checked against the prompt length."""
+    n_rle, n_runs, n_ts = sizes
     values, counts, rest = arrays[:n_rle], arrays[n_rle:2 * n_rle], arrays[2 * n_rle:]
     offsets, lengths = np.cumsum(rest[:n_runs]), rest[n_runs:2 * n_runs]
-    deci, span_start = np.cumsum(rest[2 * n_runs:2 * n_runs + n_ts]), np.cumsum(rest[2 * n_runs + n_ts:2 * n_runs + 2 * n_ts])
+    deci = np.cumsum(rest[2 * n_runs:2 * n_runs + n_ts])
+    span_start = np.cumsum(rest[2 * n_runs + n_ts:2 * n_runs + 2 * n_ts])
     span_len = rest[2 * n_runs + 2 * n_ts:]
     if int(counts.min()) < 1:
         raise _fail("arrays.counts", "positive run lengths", int(counts.min()), rid)
-    if int(values.min()) < 0:
-        raise _fail("arrays.values", "non-negative token ids", int(values.min()), rid)
+    if int(values.min()) < 0 or int(values.max()) > 2**31 - 1:
+        raise _fail("arrays.values", "token ids in [0, 2**31 - 1]", (int(values.min()), int(values.max())), rid)
     total = int(counts.sum())
     if total != n:
         raise _fail("arrays.counts", f"run lengths summing to length {n}", total, rid)
@@ -251,33 +278,35 @@ def from_wire(obj, *, limits: Optional[WireLimits] = None, request_id=None) -> H
         k = int(np.flatnonzero((span_len < 1) | (span_start < 0) | (deci < 0))[0])
         raise _fail(f"arrays.timestamps[{k}]", "a non-negative timestamp and a non-empty span",
                     {"deciseconds": int(deci[k]), "span": (int(span_start[k]), int(span_start[k] + span_len[k]))}, rid)
+    return values, counts, offsets, lengths, deci, span_start, span_len
 
+
+def _items(heads, offsets, lengths, deci, span_start, span_len) -> tuple:
     off_l, len_l = offsets.tolist(), lengths.tolist()
     sec_l = (deci / 10).tolist()
     span_l = list(zip(span_start.tolist(), (span_start + span_len).tolist()))
     items, r, t = [], 0, 0
     for modality, grid, k, stamped in heads:
-        runs = tuple(PlaceholderRun(off_l[j], len_l[j]) for j in range(r, r + k))
         ts = spans = None
         if stamped:
-            ts, spans = sec_l[t:t + k], span_l[t:t + k]
+            ts, spans = tuple(sec_l[t:t + k]), tuple(span_l[t:t + k])
             t += k
+        items.append(WireItem(modality, grid, tuple(off_l[r:r + k]), tuple(len_l[r:r + k]), ts, spans))
         r += k
-        items.append(MultimodalItem(modality, runs, sum(len_l[r - k:r]), grid, ts, spans))
+    return tuple(items)
 
-    ids = np.repeat(values.astype(np.int32), counts)
-    ids.flags.writeable = False
-    try:
-        layout = HandoffLayout(ids, tuple(items), spec, family=obj["family"], convention=obj["convention"],
-                               mrope_position_delta=delta, tokenizer_digest=digest)
-    except HandoffError as exc:
-        raise exc.with_request(rid)
-    except (TypeError, ValueError, OverflowError) as exc:  # pragma: no cover - defensive
-        raise _fail("payload", "a valid layout", f"{exc.__class__.__name__}: {exc}", rid) from None
-    if (values[1:] != values[:-1]).all():  # canonical run-length form: reuse it
-        layout._seed_rle(values, counts)
-    actual = wire_checksum(layout)
-    if actual != obj["checksum"]:
-        raise WireChecksumError("wire.checksum", obj["checksum"], actual, request_id=rid,
-                                hint="the payload was altered in transit")
-    return layout
+
+def decode(obj, *, limits: Optional[WireLimits] = None, request_id=None) -> WireContent:
+    """Decode a payload (dict, JSON str or bytes); the layout checks are the caller's (see module doc)."""
+    rid = request_id
+    limits = DEFAULT_LIMITS if limits is None else limits
+    obj = _load(obj, limits, rid)
+    n, digest, delta, sizes, heads = _header(obj, limits, rid)
+    spec = _decode_spec(obj["spec"], rid)
+    n_rle, n_runs, n_ts = sizes
+    arrays = _decode_arrays(obj["arrays"], rid, 2 * n_rle + 2 * n_runs + 3 * n_ts)
+    values, counts, offsets, lengths, deci, span_start, span_len = _split_arrays(arrays, n, sizes, rid)
+    return WireContent(family=obj["family"], convention=obj["convention"], tokenizer_digest=digest, spec=spec,
+                       values=values.astype(np.int32), counts=counts.astype(np.int32),
+                       items=_items(heads, offsets, lengths, deci, span_start, span_len),
+                       mrope_position_delta=delta, checksum=obj["checksum"])

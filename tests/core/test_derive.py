@@ -5,7 +5,9 @@ import pytest
 from hypothesis import given, strategies as st
 
 from handoff_strategies import prompts
-from mm_handoff import GridMismatchError, HandoffError, derive_layout, get_adapter
+from mm_handoff import HandoffError, get_adapter
+from mm_handoff.derive import derive_layout
+from mm_handoff.errors import GridMismatchError
 from mm_handoff.derive import derive_layout_naive
 
 QWEN_RAW = [151644, 872, 198, 151652, 151656, 151653, 74785, 419, 2766, 13, 151645, 198, 151644, 77091, 198]

@@ -15,8 +15,10 @@ from hypothesis import given, strategies as st
 
 import mm_handoff
 from handoff_strategies import layouts
-from mm_handoff import HandoffError, SkewError, check_mrope_slice, check_skew, from_wire, get_adapter, validate
+from mm_handoff import HandoffError, HandoffLayout, SkewError, check_mrope_slice, check_skew, get_adapter, validate
 from mm_handoff.adapters import FAMILIES
+
+from_wire = HandoffLayout.from_wire
 
 PKG = Path(mm_handoff.__file__).parent
 
@@ -36,6 +38,8 @@ def test_checks_hold_under_python_O():
     script = r'''
 import sys, numpy as np
 from mm_handoff import *
+from mm_handoff.errors import *
+from_wire = HandoffLayout.from_wire
 a = get_adapter("qwen3_vl"); s = a.spec
 assert_off = True
 try:

@@ -79,17 +79,70 @@ def test_caller_array_is_copied_not_aliased():
         ((video(runs=((4, 2), (13, 2))),), "runs[1]"),  # outside the prompt
         ((video(runs=((4, 2), (9, 1)), rows=3, grid=(2, 2, 4)),), "items[0].embedding_length"),
         ((video(runs=((4, 2),), rows=2, grid=(1, 2, 4)),), "token_ids"),  # orphan pads
-        ((video(runs=((4, 2), (9, 2)), rows=4, grid=(2, 2, 4), timestamps=(0.1,)),), "items[0].timestamps"),
         ((video(runs=((4, 2), (9, 2)), grid=(2, 3, 4)),), "items[0].grid_thw"),
-        ((video(runs=()),), "items[0].runs"),
     ],
 )
 def test_invalid_layouts_cannot_exist(items, field):
-    """Each broken invariant raises LayoutError naming the field."""
+    """Each broken cross-field invariant raises LayoutError naming the field."""
     with pytest.raises(LayoutError) as info:
         make(items=items)
     assert info.value.field == field
     assert field in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"runs": ()}, "MultimodalItem.runs"),
+        ({"timestamps": (0.1,), "timestamp_spans": ((0, 1),)}, "MultimodalItem.timestamps"),
+        ({"timestamps": (0.1, 0.5)}, "MultimodalItem.timestamp_spans"),  # spans missing
+        ({"timestamps": (0.1, 0.25), "timestamp_spans": ((0, 1), (2, 3))}, "MultimodalItem.timestamps[1]"),
+        ({"timestamps": ("0.1", 0.5), "timestamp_spans": ((0, 1), (2, 3))}, "MultimodalItem.timestamps[0]"),
+        ({"rows": 5}, "MultimodalItem.runs"),  # runs sum to 4
+    ],
+)
+def test_invalid_items_cannot_exist(kwargs, field):
+    """An item checks its own invariants at construction, before any layout holds it."""
+    with pytest.raises(LayoutError) as info:
+        video(**kwargs)
+    assert info.value.field == field
+
+
+@pytest.mark.parametrize(
+    "build, field",
+    [
+        (lambda: PlaceholderRun("a", None), "PlaceholderRun.offset"),
+        (lambda: PlaceholderRun(4, None), "PlaceholderRun.length"),
+        (lambda: PlaceholderRun("4", 2), "PlaceholderRun.offset"),
+        (lambda: PlaceholderRun(4.5, 2), "PlaceholderRun.offset"),
+        (lambda: PlaceholderRun(-1, 2), "PlaceholderRun.offset"),
+        (lambda: PlaceholderRun(4, 0), "PlaceholderRun.length"),
+        (lambda: PlaceholderRun(True, 2), "PlaceholderRun.offset"),
+        (lambda: video(rows=4.9), "MultimodalItem.embedding_length"),
+        (lambda: video(rows="4"), "MultimodalItem.embedding_length"),
+        (lambda: video(grid=(2.7, 2, 4)), "MultimodalItem.grid_thw"),
+        (lambda: video(grid=("2", 2, 4)), "MultimodalItem.grid_thw"),
+        (lambda: video(grid=(2, 2)), "MultimodalItem.grid_thw"),
+        (lambda: video(runs=((4, 2), (9.5, 2))), "PlaceholderRun.offset"),
+        (lambda: video(runs=((4, 2), "ab")), "MultimodalItem.runs"),
+        (lambda: make(mrope_position_delta=1.5), "mrope_position_delta"),
+        (lambda: make(mrope_position_delta="3"), "mrope_position_delta"),
+    ],
+)
+def test_non_integral_values_are_typed_errors_not_truncated(build, field):
+    """4.9 rows, a "4" offset or a (2.7, 2, 4) grid are rejected, never truncated to ints."""
+    with pytest.raises(LayoutError) as info:
+        build()
+    assert info.value.field == field
+
+
+def test_integral_numbers_of_other_types_are_normalised():
+    """numpy ints and integral floats (what JSON and torch hand over) become plain ints."""
+    run = PlaceholderRun(np.int64(4), 2.0)
+    assert (run.offset, run.length) == (4, 2) and type(run.offset) is int and type(run.length) is int
+    item = video(rows=np.int32(4), grid=(np.int64(2), 2.0, 4))
+    assert item.embedding_length == 4 and item.grid_thw == (2, 2, 4)
+    assert all(type(v) is int for v in item.grid_thw)
 
 
 def test_mrope_shape_is_checked_at_construction():
@@ -123,16 +176,40 @@ def test_other_fields_checked():
 
 
 def test_fingerprint_identity():
-    """Equal layouts share a fingerprint; any change to ids, runs or mRoPE changes it."""
+    """Equal layouts share a fingerprint; ids, runs and the mRoPE delta change it; mRoPE ids do not."""
     a, b = make(), make()
     assert a == b and hash(a) == hash(b) and a.fingerprint() == b.fingerprint()
     other_ids = list(IDS)
     other_ids[0] = 2
     assert make(ids=other_ids).fingerprint() != a.fingerprint()
-    with_mrope = a.with_mrope(np.zeros((3, len(IDS)), dtype=np.int64), 0)
-    assert with_mrope.fingerprint() != a.fingerprint()
-    assert with_mrope.fingerprint(include_mrope=False) == a.fingerprint()
-    assert with_mrope != a and with_mrope.without_mrope() == a
+    assert make(mrope_position_delta=0).fingerprint() != a.fingerprint()
+    with_ids = make(mrope_position_ids=np.zeros((3, len(IDS)), dtype=np.int64))
+    assert with_ids.fingerprint() == a.fingerprint() and with_ids == a  # derived data, not identity
+    assert with_ids.fingerprint(include_mrope=True) != a.fingerprint(include_mrope=True)
+    assert with_ids.without_mrope().mrope_position_ids is None
+
+
+def test_identity_survives_the_wire_form():
+    """A derived layout (mRoPE ids attached) and its decoded wire form are the same layout."""
+    adapter = mm_handoff.get_adapter("qwen3_vl")
+    s = adapter.spec
+    raw = [1, 2, s.vision_start, s.video_pad, s.vision_end, 3]
+    meta = {"fps": 24.0, "frames_indices": list(range(8)), "total_num_frames": 8}
+    ids = adapter.rebuild_token_ids(raw, video_grid_thw=[[4, 4, 6]], video_metadata=[meta])
+    layout = adapter.derive_layout(ids, video_grid_thw=[[4, 4, 6]])
+    assert layout.mrope_position_ids is not None
+    back = HandoffLayout.from_wire(layout.to_wire())
+    assert back.mrope_position_ids is None
+    assert back.fingerprint() == layout.fingerprint() and back == layout and hash(back) == hash(layout)
+
+
+def test_from_rle_is_the_run_length_constructor():
+    """from_rle expands the ids, checks every invariant and keeps the canonical run-length form."""
+    values, counts = make().rle()
+    again = HandoffLayout.from_rle(values, counts, (video(),), SPEC, family="qwen3_vl", convention="pad_only")
+    assert again == make() and again.rle()[0] is not None
+    with pytest.raises(LayoutError):
+        HandoffLayout.from_rle(values, counts[:-1], (video(),), SPEC, family="qwen3_vl", convention="pad_only")
 
 
 def test_fingerprint_is_stable_across_processes():

@@ -3,7 +3,9 @@
 import numpy as np
 import pytest
 
-from mm_handoff import GridMismatchError, get_adapter, mrope_positions
+from mm_handoff import get_adapter
+from mm_handoff.errors import GridMismatchError
+from mm_handoff.mrope import mrope_positions
 
 
 def test_text_only_is_arange():

@@ -11,8 +11,10 @@ import pytest
 from hypothesis import given, strategies as st
 
 from handoff_strategies import layouts
-from mm_handoff import (HandoffError, HandoffLayout, WireChecksumError, WireFormatError, WireLimitError,
-                        WireLimits, WireVersionError, from_wire, get_adapter)
+from mm_handoff import HandoffError, HandoffLayout, WireFormatError, WireLimits, get_adapter
+from mm_handoff.errors import WireChecksumError, WireLimitError, WireVersionError
+
+from_wire = HandoffLayout.from_wire
 
 RAW = [151644, 872, 198, 151652, 151656, 151653, 74785, 419, 2766, 13, 151645, 198, 151644, 77091, 198]
 

@@ -1,0 +1,240 @@
+"""Construction-time checks of the contract classes in :mod:`mm_handoff.layout`.
+
+Converters here only normalise values that are already valid (numpy ints to ints, lists to
+tuples); anything else is left as it is for a validator to reject with a :class:`LayoutError`
+that names the field. Nothing is truncated: ``4.9`` rows, a ``"4"`` offset or a
+``(2.7, 2, 4)`` grid are errors, not 4, 4 and ``(2, 2, 4)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .errors import LayoutError, MropeLengthError
+from .spec import TokenSpec, strict_int
+
+__all__ = [
+    "as_int", "run_field", "optional_int", "one_of", "runs_tuple", "grid_tuple", "optional_timestamps", "optional_spans", "item_post_init",
+    "valid_items", "valid_spec", "valid_family", "valid_digest", "mrope_array", "check_items_against_spec",
+    "check_runs", "check_pads", "check_spans", "check_mrope_len",
+]
+
+
+def as_int(value):
+    """An int for ints and integral numbers (numpy ints, 0-d tensors, 4.0); anything else unchanged."""
+    try:
+        return strict_int(value)
+    except (TypeError, ValueError, OverflowError):
+        return value
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def run_field(low: int):
+    """Validator: an int >= ``low``."""
+    def check(instance, attribute, value) -> None:
+        if not _is_int(value) or value < low:
+            raise LayoutError(f"{type(instance).__name__}.{attribute.name}", f"an int >= {low}", value)
+    return check
+
+
+def optional_int(instance, attribute, value) -> None:
+    """Validator: None or an int."""
+    if value is not None and not _is_int(value):
+        raise LayoutError(attribute.name, "an int or None", value)
+
+
+def one_of(choices, prefix: str = ""):
+    """Validator: one of ``choices`` (a LayoutError naming the field, not attrs' bare ValueError)."""
+    def check(instance, attribute, value) -> None:
+        if value not in choices:
+            raise LayoutError(f"{prefix}{attribute.name}", f"one of {tuple(choices)}", value)
+    return check
+
+
+def runs_tuple(run_class):
+    """Converter: runs as a tuple of ``run_class``; ``(offset, length)`` pairs are accepted."""
+    def convert(value) -> tuple:
+        try:
+            items = tuple(value)
+        except TypeError:
+            raise LayoutError("MultimodalItem.runs", "a sequence of runs", type(value).__name__) from None
+        out = []
+        for r in items:
+            if isinstance(r, run_class):
+                out.append(r)
+            elif isinstance(r, (tuple, list)) and len(r) == 2:
+                out.append(run_class(*r))
+            else:
+                raise LayoutError("MultimodalItem.runs", "PlaceholderRun or (offset, length) pairs", r)
+        return tuple(out)
+    return convert
+
+
+def grid_tuple(value) -> tuple:
+    """Converter + check: three positive ints ``(t, h, w)``."""
+    try:
+        grid = tuple(as_int(v) for v in value)
+    except TypeError:
+        raise LayoutError("MultimodalItem.grid_thw", "three positive ints (t, h, w)", value) from None
+    if len(grid) != 3 or not all(_is_int(v) and v >= 1 for v in grid):
+        raise LayoutError("MultimodalItem.grid_thw", "three positive ints (t, h, w)", value)
+    return grid
+
+
+def optional_timestamps(value):
+    """Converter + check: ``None`` or finite, non-negative seconds with one decimal, as printed."""
+    if value is None:
+        return None
+    out = []
+    for g, t in enumerate(value):
+        if isinstance(t, bool) or not isinstance(t, (int, float, np.integer, np.floating)):
+            raise LayoutError(f"MultimodalItem.timestamps[{g}]", "a number of seconds", t)
+        t = float(t)
+        # what the prompt prints: ``<{t:.1f} seconds>``, so a non-negative multiple of 0.1
+        if not (math.isfinite(t) and t >= 0 and round(t * 10) / 10 == t):
+            raise LayoutError(f"MultimodalItem.timestamps[{g}]", "a non-negative number with one decimal, as printed", t)
+        out.append(t)
+    return tuple(out)
+
+
+def optional_spans(value):
+    """Converter + check: ``None`` or half-open ``(start, end)`` int pairs."""
+    if value is None:
+        return None
+    out = []
+    for g, span in enumerate(value):
+        pair = tuple(as_int(v) for v in span) if isinstance(span, (tuple, list)) else span
+        if not (isinstance(pair, tuple) and len(pair) == 2 and all(_is_int(v) for v in pair)):
+            raise LayoutError(f"MultimodalItem.timestamp_spans[{g}]", "an int pair (start, end)", span)
+        out.append(pair)
+    return tuple(out)
+
+
+def item_post_init(item, image: str) -> None:
+    """An item's own invariants: runs present and summing to its rows; timestamps for video groups only."""
+    if not item.runs:
+        raise LayoutError("MultimodalItem.runs", "at least one pad run", 0)
+    total = sum(r.length for r in item.runs)
+    if total != item.embedding_length:
+        raise LayoutError("MultimodalItem.runs", f"run lengths summing to embedding_length {item.embedding_length}",
+                          total)
+    if item.modality == image and (item.timestamps is not None or item.timestamp_spans is not None):
+        raise LayoutError("MultimodalItem.timestamps", "None for an image", item.timestamps)
+    for name in ("timestamps", "timestamp_spans"):
+        values = getattr(item, name)
+        if values is not None and len(values) != len(item.runs):
+            raise LayoutError(f"MultimodalItem.{name}", f"one per group ({len(item.runs)})", len(values))
+    if (item.timestamps is None) != (item.timestamp_spans is None):
+        raise LayoutError("MultimodalItem.timestamp_spans", "given together with timestamps",
+                          "only one of timestamps and timestamp_spans")
+
+
+def valid_items(item_class):
+    def check(instance, attribute, value) -> None:
+        for i, item in enumerate(value):
+            if not isinstance(item, item_class):
+                raise LayoutError(f"items[{i}]", "a MultimodalItem", type(item).__name__)
+    return check
+
+
+def valid_spec(instance, attribute, value) -> None:
+    if not isinstance(value, TokenSpec):
+        raise LayoutError("spec", "a TokenSpec", type(value).__name__)
+
+
+def valid_family(instance, attribute, value) -> None:
+    if not isinstance(value, str) or not value:
+        raise LayoutError("family", "a non-empty family name", value)
+
+
+def valid_digest(instance, attribute, value) -> None:
+    if value is not None and not isinstance(value, str):
+        raise LayoutError("tokenizer_digest", "a str or None", value)
+
+
+def mrope_array(value):
+    """Converter + check: ``None`` or a read-only int64 ``(3, L)`` array (``(3, 1, L)`` and tensors accepted)."""
+    if value is None:
+        return None
+    if hasattr(value, "detach"):  # a torch tensor, without importing torch
+        value = value.detach().cpu().numpy()
+    arr = np.asarray(value)
+    if arr.ndim == 3 and arr.shape[1] == 1:
+        arr = arr[:, 0, :]
+    if arr.ndim != 2 or arr.shape[0] != 3 or arr.dtype.kind not in "iu":
+        raise LayoutError("mrope_position_ids", "an integer array of shape (3, L)", f"{arr.dtype} {arr.shape}")
+    if arr.dtype != np.int64 or arr.flags.writeable:
+        arr = np.array(arr, dtype=np.int64)
+        arr.flags.writeable = False
+    return arr
+
+
+def check_mrope_len(mrope, n: int) -> None:
+    if mrope is not None and mrope.shape[1] != n:
+        raise MropeLengthError("mrope_position_ids.shape[-1]", n, int(mrope.shape[1]),
+                               hint="mRoPE ids must cover the prompt exactly")
+
+
+def check_items_against_spec(items, merge: int) -> None:
+    """Grids follow the merge size and rows follow the grids."""
+    for i, item in enumerate(items):
+        t, h, w = item.grid_thw
+        if h % merge or w % merge:
+            raise LayoutError(f"items[{i}].grid_thw", f"h and w divisible by merge size {merge}", item.grid_thw)
+        expected_rows = t * h * w // (merge * merge)
+        if item.embedding_length != expected_rows:
+            raise LayoutError(f"items[{i}].embedding_length",
+                              f"t*h*w/merge^2 = {expected_rows} for grid {item.grid_thw}", item.embedding_length)
+
+
+def check_runs(items, n: int, modalities) -> tuple:
+    """Runs inside the prompt, sorted and disjoint (one pass); returns per-modality bounds, lengths, indices."""
+    bounds = {m: [] for m in modalities}
+    lengths = {m: [] for m in modalities}
+    index = {m: [] for m in modalities}
+    prev_end, k = 0, 0
+    for item in items:
+        for r in item.runs:
+            o, ln = r.offset, r.length
+            if o + ln > n:
+                raise LayoutError(f"runs[{k}]", f"inside the prompt [0, {n})", (o, o + ln))
+            if o < prev_end:
+                raise LayoutError(f"runs[{k}].offset", f">= end of the previous run {prev_end} (sorted, disjoint)", o)
+            prev_end = o + ln
+            bounds[item.modality] += (o, o + ln)
+            lengths[item.modality].append(ln)
+            index[item.modality].append(k)
+            k += 1
+    return bounds, lengths, index
+
+
+def check_pads(ids: np.ndarray, pads, bounds, lengths, index) -> None:
+    """Every run covers only its modality's pad id, and every pad lies in a run."""
+    for name, pad in pads:
+        hits = ids == pad
+        total = int(np.count_nonzero(hits))
+        expected = sum(lengths[name])
+        if bounds[name]:
+            # pads inside each run [s, e): reduceat over the interleaved boundaries s0, e0, s1, e1, ...
+            covered = np.add.reduceat(np.append(hits, False), bounds[name], dtype=np.int64)[0::2].tolist()
+            if covered != lengths[name]:
+                j = next(j for j, (c, ln) in enumerate(zip(covered, lengths[name])) if c != ln)
+                raise LayoutError(f"runs[{index[name][j]}]", f"only {name} pad ids ({pad}) inside the run",
+                                  f"{lengths[name][j] - covered[j]} other tokens")
+        if total != expected:
+            raise LayoutError("token_ids", f"{expected} {name} pads, all covered by runs", total,
+                              hint="a pad outside every run")
+
+
+def check_spans(items) -> None:
+    """Each timestamp's text lies before its group's first pad."""
+    for i, item in enumerate(items):
+        for g, (s, e) in enumerate(item.timestamp_spans or ()):
+            if not (0 <= s < e <= item.runs[g].offset):
+                raise LayoutError(f"items[{i}].timestamp_spans[{g}]",
+                                  f"a span before its group at {item.runs[g].offset}", (s, e))
