@@ -16,7 +16,7 @@ import pytest
 
 from cases import CASES, RAW_IDS, RAW_TEXT, ROUNDS, expanded, hf_rope_index, payload_bytes
 from mm_handoff import from_wire, validate
-from mm_handoff.derive import derive_layout_naive
+from oracles import derive_layout_naive
 
 NAMES = list(CASES)
 

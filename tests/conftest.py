@@ -16,18 +16,15 @@ settings.register_profile("deep", max_examples=100_000, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-# Test helpers (handoff_strategies) live beside this file; importlib mode does not put it on sys.path.
-import sys
-
-sys.path.insert(0, os.path.dirname(__file__))
-
 
 def pytest_collection_modifyitems(config, items):
     """``slow`` tests (720p clips, long prompts) run only with ``-m slow`` or ``MM_HANDOFF_SLOW=1``."""
     import pytest
 
+    from mm_handoff._env import SLOW, env_flag
+
     expr = config.getoption("-m") or ""
-    if os.environ.get("MM_HANDOFF_SLOW") == "1" or ("slow" in expr and "not slow" not in expr):
+    if env_flag(SLOW) or ("slow" in expr and "not slow" not in expr):
         return
     skip = pytest.mark.skip(reason="slow: run with -m slow or MM_HANDOFF_SLOW=1")
     for item in items:

@@ -8,7 +8,7 @@ from handoff_strategies import prompts
 from mm_handoff import HandoffError, get_adapter
 from mm_handoff.derive import derive_layout
 from mm_handoff.errors import GridMismatchError
-from mm_handoff.derive import derive_layout_naive
+from oracles import derive_layout_naive
 
 QWEN_RAW = [151644, 872, 198, 151652, 151656, 151653, 74785, 419, 2766, 13, 151645, 198, 151644, 77091, 198]
 META_720P40 = {"fps": 24.0, "frames_indices": list(range(40)), "total_num_frames": 40}
@@ -92,3 +92,23 @@ def test_prompt_check_accepts_its_own_prompt_and_rejects_others(case, data):
     other[k] += 1
     with pytest.raises(HandoffError):
         adapter.check_prompt(lay, other)
+
+
+@pytest.mark.parametrize("text, expected", [("<5.0 seconds>", 5.0), ("<12.3 seconds>", 12.3), ("<0.0 seconds>", 0.0),
+                                            ("<5 seconds>", None), ("<12.25 seconds>", None), ("<.5 seconds>", None),
+                                            ("<1.2.3 seconds>", None), ("5.0 seconds>", None)])
+def test_timestamp_text_is_read_alike_by_the_package_and_the_oracle(text, expected):
+    """Only what ':.1f' prints is a timestamp: one dot, one decimal; the fast parser and the oracle agree."""
+    a = get_adapter("qwen3_vl")
+    s, ts = a.spec, a.spec.timestamps
+    char = {str(i): d for i, d in enumerate(ts.digits)}
+    char["."] = ts.dot
+    inner = text.strip("<>").replace(" seconds", "")
+    stamp = ([ts.open] if text.startswith("<") else []) + [char[c] for c in inner] + [ts.seconds, ts.close]
+    ids = [1, s.vision_start] + stamp + [s.vision_start] + [s.video_pad] * 4 + [s.vision_end, s.vision_end, 2]
+    kw = dict(video_grid_thw=[[1, 4, 4]], family="qwen3_vl", convention="pad_only")
+    fast = derive_layout(ids, s, **kw)
+    slow = derive_layout_naive(ids, s, **kw)
+    got = fast.items[0].timestamps
+    assert got == (None if expected is None else (expected,))
+    assert slow.items[0].timestamps == got and fast == slow

@@ -29,7 +29,7 @@ torch = pytest.importorskip("torch")
 import mm_handoff  # noqa: E402
 from mm_handoff import MropeLengthError  # noqa: E402
 from mm_handoff.adapters import FAMILIES as ADAPTERS  # noqa: E402
-from mm_handoff.derive import derive_layout_naive  # noqa: E402
+from oracles import derive_layout_naive  # noqa: E402
 from mm_handoff.hf import engine  # noqa: E402
 from mm_handoff.hf import processors as P  # noqa: E402
 from mm_handoff.hf import tiny  # noqa: E402
