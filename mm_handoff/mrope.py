@@ -15,7 +15,7 @@ import functools
 import numpy as np
 
 from .errors import GridMismatchError
-from .layout import readonly_ids
+from .tokens import readonly_ids
 from .spec import TokenSpec, normalize_grids
 
 __all__ = ["mrope_positions"]
@@ -31,15 +31,9 @@ def _corrections(t: int, h: int, w: int) -> np.ndarray:
     return out
 
 
-def mrope_positions(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_grid_thw=None,
-                    request_id=None):
-    """Return ``(positions, delta)``: read-only int64 array (3, L) and an int."""
-    ids = readonly_ids(token_ids)
+def _segments(ids: np.ndarray, spec: TokenSpec) -> tuple:
+    """Maximal runs of one token type (0 text, 1 image pad, 2 video pad): starts, ends, kinds."""
     n = ids.shape[0]
-    m = spec.merge_size
-    image_grids = normalize_grids(image_grid_thw, "image_grid_thw")
-    video_grids = [(1, h, w) for t, h, w in normalize_grids(video_grid_thw, "video_grid_thw") for _ in range(t)]
-
     kind = np.zeros(n + 2, dtype=np.int8)
     np.add((ids == spec.image_pad).view(np.int8), (ids == spec.video_pad).view(np.int8) * 2, out=kind[1:-1])
     edges = np.flatnonzero(kind[1:] != kind[:-1])  # every change of token type, incl. 0 / n at pad edges
@@ -48,10 +42,11 @@ def mrope_positions(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_gr
     if edges[-1] != n:
         edges = np.concatenate((edges, [n]))
     starts, ends = edges[:-1], edges[1:]
-    seg_kind = kind[1:-1][starts]
-    mm = seg_kind != 0
-    mm_starts, mm_ends, mm_kind = starts[mm], ends[mm], seg_kind[mm]
+    return starts, ends, kind[1:-1][starts]
 
+
+def _run_grids(mm_starts, mm_ends, mm_kind, image_grids, video_grids, request_id) -> np.ndarray:
+    """One (t, h, w) grid per pad run, in prompt order; each run's length checked against its grid."""
     n_img = int((mm_kind == 1).sum())
     n_vid = int((mm_kind == 2).sum())
     if n_img > len(image_grids):
@@ -66,6 +61,46 @@ def mrope_positions(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_gr
         grids[mm_kind == 1] = np.asarray(image_grids[:n_img], dtype=np.int64)
     if n_vid:
         grids[mm_kind == 2] = np.asarray(video_grids[:n_vid], dtype=np.int64)
+    return grids
+
+
+def _add_patterns(base: np.ndarray, shapes: list) -> np.ndarray:
+    """``base`` (the per-token shift) plus each run's in-run pattern, as a new (3, L) array."""
+    n = base.shape[0]
+    if len(shapes) <= 64:  # few runs: add each pattern in place
+        pos = np.empty((3, n), dtype=np.int64)
+        pos[:] = base
+        pats = [_corrections(t_, h_, w_) for _, _, t_, h_, w_ in shapes]
+        for row in range(3):  # contiguous 1-D slices: about twice as fast as (3, k) blocks
+            line = pos[row]
+            for (s, e, _, _, _), pat in zip(shapes, pats):
+                line[s:e] += pat[row]
+        return pos
+    pieces, cursor = [], 0  # many small runs: one concatenation of zeros and patterns, one add
+    for s, e, t_, h_, w_ in shapes:
+        if s > cursor:
+            pieces.append(np.zeros((3, s - cursor), dtype=np.int64))
+        pieces.append(_corrections(t_, h_, w_))
+        cursor = e
+    if n > cursor:
+        pieces.append(np.zeros((3, n - cursor), dtype=np.int64))
+    pos = np.concatenate(pieces, axis=1)
+    pos += base
+    return pos
+
+
+def mrope_positions(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_grid_thw=None,
+                    request_id=None):
+    """Return ``(positions, delta)``: read-only int64 array (3, L) and an int."""
+    ids = readonly_ids(token_ids)
+    n = ids.shape[0]
+    m = spec.merge_size
+    image_grids = normalize_grids(image_grid_thw, "image_grid_thw")
+    video_grids = [(1, h, w) for t, h, w in normalize_grids(video_grid_thw, "video_grid_thw") for _ in range(t)]
+    starts, ends, seg_kind = _segments(ids, spec)
+    mm = seg_kind != 0
+    mm_starts, mm_ends = starts[mm], ends[mm]
+    grids = _run_grids(mm_starts, mm_ends, seg_kind[mm], image_grids, video_grids, request_id)
     gt, lh, lw = grids[:, 0], grids[:, 1] // m, grids[:, 2] // m
     run_len = mm_ends - mm_starts
     bad = run_len != gt * lh * lw
@@ -81,29 +116,8 @@ def mrope_positions(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_gr
     run_shift = np.concatenate(([0], np.cumsum(adv - run_len)))
     base = np.arange(n, dtype=np.int64)
     base += np.repeat(run_shift[np.cumsum(mm) - mm], ends - starts)
-    def pattern(t_, h_, w_):  # pattern(k) - k per row, cached per run shape
-        return _corrections(t_, h_, w_)
-
     shapes = list(zip(mm_starts.tolist(), mm_ends.tolist(), gt.tolist(), lh.tolist(), lw.tolist()))
-    if len(shapes) <= 64:  # few runs: add each pattern in place
-        pos = np.empty((3, n), dtype=np.int64)
-        pos[:] = base
-        pats = [pattern(t_, h_, w_) for _, _, t_, h_, w_ in shapes]
-        for row in range(3):  # contiguous 1-D slices: about twice as fast as (3, k) blocks
-            line = pos[row]
-            for (s, e, _, _, _), pat in zip(shapes, pats):
-                line[s:e] += pat[row]
-    else:  # many small runs: one concatenation of zeros and patterns, one add
-        pieces, cursor = [], 0
-        for s, e, t_, h_, w_ in shapes:
-            if s > cursor:
-                pieces.append(np.zeros((3, s - cursor), dtype=np.int64))
-            pieces.append(pattern(t_, h_, w_))
-            cursor = e
-        if n > cursor:
-            pieces.append(np.zeros((3, n - cursor), dtype=np.int64))
-        pos = np.concatenate(pieces, axis=1)
-        pos += base
+    pos = _add_patterns(base, shapes)
     # the largest position is the last token's or a run's base + its largest in-run offset
     peak = int(pos[:, -1].max()) if n else -1
     if len(mm_starts):
