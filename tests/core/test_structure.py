@@ -1,0 +1,102 @@
+"""The package's shape: no import cycles, small modules, short functions, engines imported lazily."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import mm_handoff
+
+PKG = Path(mm_handoff.__file__).parent
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+
+
+def _modules() -> dict:
+    out = {}
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG.parent).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _imports(name: str, path: Path, known: set) -> set:
+    """Every package module ``name`` imports, at module level or inside functions."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [base] + [f"{base}.{a.name}" for a in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name and not name.startswith(target + "."):
+                found.add(target)
+    return found
+
+
+def test_no_import_cycles():
+    """Following imports (lazy ones too) never leads back to the module they started from."""
+    mods = _modules()
+    graph = {name: _imports(name, path, set(mods)) for name, path in mods.items()}
+    # a package's __init__ re-exporting its children is not a cycle through the child
+    for name in graph:
+        graph[name] = {t for t in graph[name] if not (t in mods and mods[t].name == "__init__.py"
+                                                       and name.startswith(t + "."))}
+    cycles = []
+    state = {}
+
+    def visit(node, stack):
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, stack)
+        stack.pop()
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [])
+    assert cycles == []
+
+
+def test_modules_are_small():
+    big = {str(p.relative_to(PKG)): n for p in PKG.rglob("*.py")
+           if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert big == {}
+
+
+def test_long_functions_say_why():
+    """A function over 60 lines carries '(long: <reason>)' in its docstring."""
+    offenders = []
+    for path in PKG.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                doc = ast.get_docstring(node) or ""
+                if length > MAX_FUNCTION_LINES and "(long:" not in doc:
+                    offenders.append(f"{path.relative_to(PKG)}:{node.lineno} {node.name} ({length} lines)")
+    assert offenders == []
+
+
+def test_import_needs_no_engine():
+    """``import mm_handoff`` loads neither an engine nor transformers/torch."""
+    code = ("import sys, mm_handoff, mm_handoff.adapters; mm_handoff.get_adapter('qwen3_vl'); "
+            "print(sorted(m for m in ('torch', 'transformers', 'tensorrt_llm', 'vllm') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"
