@@ -37,18 +37,15 @@ def _count(value, field: str, request_id) -> int:
 def shape_of(value, *, field: str = "mrope_position_ids.shape", request_id=None) -> tuple:
     """The shape of an array/tensor, a shape sequence, or a handle dict's ``tensor_size``, as ints.
 
-    Anything else (floats, strings, negative sizes, a handle without ``tensor_size``) raises a
-    :class:`MropeLengthError` naming ``field``.
+    Anything else (floats, strings, bytes, negative sizes, a handle without ``tensor_size``) raises
+    a :class:`MropeLengthError` naming ``field``.
     """
     if isinstance(value, dict):
         value = value.get("tensor_size")
     shape = getattr(value, "shape", None)
     if shape is None:
         shape = value
-    try:
-        dims = tuple(shape)
-    except TypeError:
-        dims = None
+    dims = tuple(shape) if isinstance(shape, (list, tuple)) else None  # torch.Size is a tuple
     if dims is None or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
                                for d in dims):
         raise MropeLengthError(field, "a shape of non-negative ints", shape, request_id=request_id)

@@ -17,6 +17,8 @@ import mm_handoff
 from handoff_strategies import layouts
 from mm_handoff import HandoffError, HandoffLayout, SkewError, check_mrope_slice, check_skew, get_adapter, validate
 from mm_handoff.adapters import FAMILIES
+from mm_handoff.checks import first_difference
+from mm_handoff.errors import EmbeddingCountError, LayoutError, MropeLengthError, TokenMismatchError, WireFormatError
 
 from_wire = HandoffLayout.from_wire
 
@@ -88,21 +90,55 @@ def _names_values(exc):
     assert exc.field in text and repr(exc.actual) in text and "expected" in text
 
 
+def _count(v):
+    """The oracle's reading of a count: a non-negative int (bools are not counts), else None."""
+    return v if type(v) is int and v >= 0 else None
+
+
+def _mrope_outcome(shape, prompt_len, begin):
+    """What check_mrope_slice must do: return L, or raise (None)."""
+    if isinstance(shape, dict):
+        shape = shape.get("tensor_size")
+    if _count(prompt_len) is None or _count(begin) is None or not isinstance(shape, list):
+        return None
+    if not all(_count(d) is not None for d in shape):
+        return None
+    if not (len(shape) == 2 and shape[0] == 3) and not (len(shape) == 3 and shape[:2] == [3, 1]):
+        return None
+    return shape[-1] if shape[-1] == prompt_len and begin <= prompt_len else None
+
+
 @given(GARBAGE, GARBAGE, GARBAGE)
 def test_check_mrope_slice_garbage(shape, prompt_len, begin):
-    """Anything as shape, prompt length or bounds: a typed error or a clean pass, never another exception."""
-    try:
-        check_mrope_slice(shape, prompt_len, begin=begin if not isinstance(begin, type(None)) else 0)
-    except HandoffError as exc:
-        _names_values(exc)
+    """Anything as shape, prompt length or bounds: exactly the oracle's verdict, as a MropeLengthError."""
+    expected = _mrope_outcome(shape, prompt_len, begin)
+    if expected is not None:
+        assert check_mrope_slice(shape, prompt_len, begin=begin) == expected
+        return
+    with pytest.raises(MropeLengthError) as info:
+        check_mrope_slice(shape, prompt_len, begin=begin)
+    _names_values(info.value)
+
+
+@given(st.lists(st.integers(0, 10), min_size=2, max_size=3), st.integers(0, 10), st.integers(0, 10))
+def test_check_mrope_slice_near_valid(shape, prompt_len, begin):
+    """Shapes close to valid ones (where garbage rarely lands) get the oracle's verdict too."""
+    shape = [3] + shape[1:]
+    expected = _mrope_outcome(shape, prompt_len, begin)
+    if expected is not None:
+        assert check_mrope_slice(shape, prompt_len, begin=begin) == expected
+    else:
+        with pytest.raises(MropeLengthError):
+            check_mrope_slice(shape, prompt_len, begin=begin)
 
 
 @given(GARBAGE)
 def test_from_wire_garbage(obj):
-    try:
+    """Garbage is never a payload: a WireFormatError naming a wire field."""
+    with pytest.raises(WireFormatError) as info:
         from_wire(obj)
-    except HandoffError as exc:
-        _names_values(exc)
+    assert info.value.field.startswith("wire.")
+    _names_values(info.value)
 
 
 def test_from_wire_deeply_nested_json():
@@ -114,20 +150,51 @@ def test_from_wire_deeply_nested_json():
 
 @given(st.text(max_size=200))
 def test_from_wire_garbage_text(text):
-    try:
+    """Any text is a WireFormatError (it is not JSON, or not a payload)."""
+    with pytest.raises(WireFormatError) as info:
         from_wire(text)
-    except HandoffError as exc:
-        _names_values(exc)
+    _names_values(info.value)
 
 
-@given(layouts(mrope=False), GARBAGE, GARBAGE)
-def test_validate_garbage_arguments(lay, rows, ids):
-    """validate() with garbage embedding rows / prompt ids: HandoffError or pass, nothing else."""
-    for kwargs in ({"embedding_rows": rows}, {"prompt_token_ids": ids}):
-        try:
-            validate(lay, **kwargs)
-        except HandoffError as exc:
-            assert exc.field in str(exc) and "expected" in str(exc)
+def _as_ids(value):
+    """The oracle's reading of token ids: a list of ints in int32 range (bools count as ints only
+    beside real ints, as numpy promotes them), else None."""
+    if not isinstance(value, list) or not all(type(v) in (int, bool) for v in value):
+        return None
+    if value and all(type(v) is bool for v in value):
+        return None
+    ids = [int(v) for v in value]
+    return ids if all(0 <= v <= 2**31 - 1 for v in ids) else None
+
+
+@given(layouts(mrope=False), GARBAGE)
+def test_validate_garbage_rows(lay, rows):
+    """Embedding rows: None (not given), or a total or per-item list equal to the layout's pads passes;
+    anything else is an EmbeddingCountError."""
+    good = rows is None or (type(rows) is int and rows == lay.num_pads) or (
+        isinstance(rows, list) and all(type(r) is int for r in rows) and rows == lay.multimodal_embedding_lengths)
+    if good:
+        assert validate(lay, embedding_rows=rows) is lay
+        return
+    with pytest.raises(EmbeddingCountError) as info:
+        validate(lay, embedding_rows=rows)
+    assert info.value.field == "embedding_rows" and "expected" in str(info.value)
+
+
+@given(layouts(mrope=False), GARBAGE)
+def test_validate_garbage_prompt_ids(lay, ids):
+    """Prompt ids: not ids at all -> LayoutError; other ids -> TokenMismatchError naming the index."""
+    as_ids = _as_ids(ids)
+    if ids is None or as_ids == lay.token_ids.tolist():  # None: not given, nothing to compare
+        assert validate(lay, prompt_token_ids=ids) is lay
+    elif as_ids is None:
+        with pytest.raises(LayoutError) as info:
+            validate(lay, prompt_token_ids=ids)
+        assert info.value.field == "prompt_token_ids"
+    else:
+        with pytest.raises(TokenMismatchError) as info:
+            validate(lay, prompt_token_ids=ids)
+        assert info.value.index == first_difference(lay.token_ids, as_ids)
 
 
 def test_reject_1e12_pads_fast():

@@ -1,6 +1,7 @@
 """The wheel holds no top-level ``adapters`` and ``import mm_handoff`` needs only attrs and numpy."""
 
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -14,9 +15,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
+    """Built from a copy of the sources, so the checkout gets no build/ or *.egg-info."""
+    src = tmp_path_factory.mktemp("src")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    shutil.copytree(ROOT / "mm_handoff", src / "mm_handoff", ignore=shutil.ignore_patterns("__pycache__"))
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(out), str(ROOT)], check=True)
+    before = sorted(p.name for p in ROOT.iterdir())
+    result = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                             "-w", str(out), str(src)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "deprecat" not in result.stderr.lower(), result.stderr  # e.g. setuptools' license-table banner
+    assert sorted(p.name for p in ROOT.iterdir()) == before
     (path,) = out.glob("mm_handoff-*.whl")
     return path
 
