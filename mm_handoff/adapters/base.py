@@ -95,7 +95,7 @@ class Adapter(abc.ABC):
         if not layout.items:
             check_token_ids(layout.token_ids, raw, request_id=request_id)
             return
-        first, last = layout.items[0].runs[0].start, layout.items[-1].runs[-1].end
+        first, last = layout.items[0].runs[0].offset, layout.items[-1].runs[-1].end
         head = raw[:int(places[0])]
         tail = raw[int(places[-1]) + 1:]
         check_token_ids(layout.token_ids[:min(len(head), first)], head[:first], request_id=request_id,

@@ -48,19 +48,17 @@ _CONFIG_NAMES = {
 
 
 def detect_convention() -> str:
-    """The convention of the installed transformers (pad_only when it is absent: current releases)."""
+    """The convention of the installed transformers: ``pad_only`` from release 5.10.1 on (the first
+    release that keeps the template's outer markers; 5.10.0 was yanked), ``replace_wrapper`` before.
+    Without transformers, ``pad_only`` (current releases)."""
     try:
         from importlib.metadata import version
-        raw = version("transformers")
-    except Exception:
+
+        from packaging.version import InvalidVersion, Version  # a dependency of transformers
+        release = Version(version("transformers")).release
+    except (ImportError, InvalidVersion, ValueError):
         return PAD_ONLY
-    parts = []
-    for piece in raw.split(".")[:3]:
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        parts.append(int(digits) if digits else 0)
-    while len(parts) < 3:
-        parts.append(0)
-    return PAD_ONLY if tuple(parts) >= (5, 10, 0) else REPLACE_WRAPPER
+    return PAD_ONLY if release >= (5, 10, 1) else REPLACE_WRAPPER
 
 
 def _cfg(config, *names, default=None):
