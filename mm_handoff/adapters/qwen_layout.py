@@ -51,12 +51,17 @@ def detect_convention() -> str:
     """The convention of the installed transformers: ``pad_only`` from release 5.10.1 on (the first
     release that keeps the template's outer markers; 5.10.0 was yanked), ``replace_wrapper`` before.
     Without transformers, ``pad_only`` (current releases)."""
-    try:
-        from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
-        from packaging.version import InvalidVersion, Version  # a dependency of transformers
-        release = Version(version("transformers")).release
-    except (ImportError, InvalidVersion, ValueError):
+    try:
+        installed = version("transformers")
+    except PackageNotFoundError:
+        return PAD_ONLY
+    from packaging.version import InvalidVersion, Version  # transformers depends on packaging
+
+    try:
+        release = Version(installed).release
+    except InvalidVersion:
         return PAD_ONLY
     return PAD_ONLY if release >= (5, 10, 1) else REPLACE_WRAPPER
 
