@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from cases import CASES, RAW_IDS, RAW_TEXT, ROUNDS, expanded, hf_rope_index, payload_bytes
-from mm_handoff import from_wire, validate
+from mm_handoff import HandoffLayout, validate
 from oracles import derive_layout_naive
 
 NAMES = list(CASES)
@@ -63,7 +63,7 @@ def test_prefill_mm_handoff(benchmark, name):
     benchmark.extra_info.update(tokens=int(len(ids)), role="mm-handoff")
 
     def prefill():
-        lay = from_wire(text)
+        lay = HandoffLayout.from_wire(text)
         validate(lay, mrope_position_ids=mrope_shape, embedding_rows=rows)
         return lay.to_disagg_prefill_inputs()
 
@@ -85,7 +85,7 @@ def test_prefill_mm_handoff_dataclass(benchmark, name):
     benchmark.extra_info.update(role="mm-handoff")
 
     def prefill():
-        lay = from_wire(text)
+        lay = HandoffLayout.from_wire(text)
         validate(lay, mrope_position_ids=mrope_shape, embedding_rows=rows)
         return DisaggPrefillMultimodalInputs(**lay.to_disagg_prefill_inputs())
 
@@ -170,7 +170,7 @@ def test_roundtrip_mm_handoff(benchmark, name):
     def roundtrip():
         lay = adapter.derive_layout(ids, video_grid_thw=grid, mrope=False)
         validate(lay, embedding_rows=rows)
-        back = from_wire(json.dumps(lay.to_wire()))
+        back = HandoffLayout.from_wire(json.dumps(lay.to_wire()))
         return validate(back, mrope_position_ids=(3, 1, back.prompt_len), embedding_rows=rows)
 
     assert _run(benchmark, roundtrip, name) == layout.without_mrope().with_mrope(None, None)
@@ -191,7 +191,7 @@ def test_roundtrip_naive_python(benchmark, name):
         lay = derive_layout_naive(id_list, adapter.spec, video_grid_thw=grid, family="qwen3_vl", convention="pad_only",
                                   tokenizer_digest=adapter.tokenizer_digest)
         validate(lay, embedding_rows=rows)
-        back = from_wire(json.dumps(lay.to_wire()))
+        back = HandoffLayout.from_wire(json.dumps(lay.to_wire()))
         return validate(back, mrope_position_ids=(3, 1, back.prompt_len), embedding_rows=rows)
 
     benchmark.pedantic(roundtrip, rounds=rounds, iterations=1)

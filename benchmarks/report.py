@@ -1,9 +1,10 @@
-"""``mm-handoff bench``: run the CPU benchmark suite and print one table a user can compare.
+"""``mm-handoff bench`` (from a clone): run the CPU benchmark suite and print tables a user can compare.
 
-The suite lives in the repository's ``benchmarks/`` folder (pytest-benchmark); this command runs it
-in a subprocess with ``--benchmark-json``, then prints, per prompt size, the median of each row,
-the ratio against its baseline, and how far each goal is met. ``--plot`` saves per-request
-overhead against prompt length.
+It lives next to the suite (``benchmarks/``, not shipped in the wheel); the CLI verb loads it from
+the clone. It runs the suite in a subprocess with ``--benchmark-json``, then prints, per prompt
+size, the median of each row, the ratio against its baseline, and how far each goal is met (the
+hooks' table in multiples of F, the list conversion timed in the same run). ``--plot`` saves
+per-request overhead against prompt length.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["run_bench", "summarize", "format_table"]
+__all__ = ["run_bench", "summarize", "format_table", "format_hooks"]
 
 #: goals from the benchmarks issue
 PREFILL_GOAL_MS = 0.3
@@ -25,7 +26,7 @@ WIRE_GOAL_FRACTION = 1e-5  # 0.001 %
 
 
 def find_benchmarks() -> Optional[Path]:
-    here = Path(__file__).resolve().parent.parent / "benchmarks"
+    here = Path(__file__).resolve().parent
     return here if (here / "test_bench_cpu.py").exists() else None
 
 
@@ -35,6 +36,8 @@ def summarize(data: dict) -> dict:
     for bench in data["benchmarks"]:
         group, _, case = bench["group"].partition("/")
         row = bench["name"].split("[")[0].replace("test_", "")
+        source = (bench.get("params") or {}).get("source")
+        row = f"{row}_{source}" if source else row
         entry = cases.setdefault(case, {"tokens": None, "rows": {}})
         entry["rows"][f"{group}:{row}"] = {"median_ms": bench["stats"]["median"] * 1e3,
                                            "min_ms": bench["stats"]["min"] * 1e3}
@@ -126,6 +129,82 @@ def format_table(cases: dict) -> str:
     return "\n".join(lines)
 
 
+#: goals of the hooks' table (issue 11): multiples of F at 12k ids, ms and ratio at 384 groups
+ENCODER_GOAL_F = 2.0
+PREFILL_GOAL_F = 1.0
+MANY_GROUPS = "768f-official"
+
+
+def _hook_ratios(rows: dict) -> dict:
+    def med(key):
+        return rows.get(key, {}).get("median_ms")
+
+    out = {}
+    for key, unit in (("hooks:encoder_hook", "hooks:F_fromiter"), ("hooks:prefill_hook", "hooks:F_fromiter"),
+                      ("hooks:prefill_hook_dataclass", "hooks:prefill_stock")):
+        if med(key) and med(unit):
+            out[key] = med(key) / med(unit)
+    for source in ("list", "array"):
+        ours, hf = med(f"mrope-io:mrope_ours_{source}"), med(f"mrope-io:mrope_hf_{source}")
+        if ours and hf:
+            out[f"mrope_{source}"] = hf / ours
+    return out
+
+
+def format_hooks(cases: dict) -> str:
+    """The hooks' whole work from the engine's input types, as multiples of F (see test_bench_hooks.py)."""
+    order = sorted(cases, key=lambda c: cases[c]["tokens"] or 0)
+    lines = ["| case | F (ms) | encoder hook (ms, xF) | prefill hook (ms, xF) | + TRT dataclass / stock | "
+             "mRoPE list: ours / HF (ms) | mRoPE array: ours / HF (ms) |", "|---|---|---|---|---|---|---|"]
+    goals = []
+    for c in order:
+        r, x = cases[c]["rows"], _hook_ratios(cases[c]["rows"])
+        if "hooks:F_fromiter" not in r:
+            continue
+
+        def ms(key):
+            v = r.get(key, {}).get("median_ms")
+            return "-" if v is None else f"{v:.3f}"
+
+        lines.append(f"| {c} | {ms('hooks:F_fromiter')} | {ms('hooks:encoder_hook')}, "
+                     f"{_fmt(x.get('hooks:encoder_hook'), '{:.2f}')} | {ms('hooks:prefill_hook')}, "
+                     f"{_fmt(x.get('hooks:prefill_hook'), '{:.2f}')} | "
+                     f"{_fmt(x.get('hooks:prefill_hook_dataclass'), '{:.2f}x')} | "
+                     f"{ms('mrope-io:mrope_ours_list')} / {ms('mrope-io:mrope_hf_list')} "
+                     f"({_fmt(x.get('mrope_list'), '{:.1f}x')}) | {ms('mrope-io:mrope_ours_array')} / "
+                     f"{ms('mrope-io:mrope_hf_array')} ({_fmt(x.get('mrope_array'), '{:.1f}x')}) |")
+        goals += _hook_goals(c, r, x)
+    return "\n".join(lines + ["", "Goals (issue 11):"] + goals)
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def _hook_goals(case: str, rows: dict, x: dict) -> list:
+    out = []
+    if case == "720p40":
+        for key, goal, label in (("hooks:encoder_hook", ENCODER_GOAL_F, "encoder hook from a list"),
+                                 ("hooks:prefill_hook", PREFILL_GOAL_F, "prefill hook")):
+            if key in x:
+                out.append(f"- {label} at 12k ids: {x[key]:.2f} F (goal <= {goal:.0f} F: {_verdict(x[key] <= goal)})")
+    for source in ("list", "array"):
+        if f"mrope_{source}" in x:
+            v = x[f"mrope_{source}"]
+            out.append(f"- mRoPE from a {source} at {case}: {v:.1f}x HF (goal >= {MROPE_GOAL_X:.0f}x: "
+                       f"{_verdict(v >= MROPE_GOAL_X)})")
+    if case == MANY_GROUPS:
+        p = rows.get("hooks:prefill_hook", {}).get("median_ms")
+        if p is not None:
+            out.append(f"- prefill hook at 384 groups: {p:.3f} ms (goal <= {PREFILL_GOAL_MS} ms: "
+                       f"{_verdict(p <= PREFILL_GOAL_MS)})")
+        if "hooks:prefill_hook_dataclass" in x:
+            v = x["hooks:prefill_hook_dataclass"]
+            out.append(f"- prefill hook + TRT dataclass at 384 groups: {v:.2f}x the stock rebuild (goal <= 1: "
+                       f"{_verdict(v <= 1.0)})")
+    return out
+
+
 def plot(cases: dict, path: str) -> None:
     import matplotlib
 
@@ -154,7 +233,7 @@ def plot(cases: dict, path: str) -> None:
 
 
 def run_bench(args) -> int:
-    from .errors import UsageError
+    from mm_handoff.errors import UsageError
 
     where = find_benchmarks()
     if where is None:
@@ -179,6 +258,8 @@ def run_bench(args) -> int:
     print(f"machine: {data['machine_info'].get('cpu', {}).get('brand_raw', '?')}, "
           f"{data['machine_info'].get('python_version')}, numpy {__import__('numpy').__version__}")
     print(format_table(cases))
+    print()
+    print(format_hooks(cases))
     if getattr(args, "json", None):
         with open(args.json, "w") as fh:
             json.dump({"cases": cases, "machine_info": data["machine_info"]}, fh, indent=1)
