@@ -76,52 +76,10 @@ def load_layout(path: str, *, family: Optional[str] = None, image_grid_thw=None,
         raise UsageError(f"{path!r}: {exc}") from None
 
 
-def layout_summary(layout) -> dict:
-    """A JSON-friendly description of a layout (used by inspect and the demo)."""
-    return {
-        "family": layout.family,
-        "convention": layout.convention,
-        "length": layout.prompt_len,
-        "fingerprint": layout.fingerprint(),
-        "vision_start": layout.vision_start_positions.tolist(),
-        "vision_end": layout.vision_end_positions.tolist(),
-        "items": [
-            {
-                "modality": item.modality,
-                "grid_thw": list(item.grid_thw),
-                "embedding_length": item.embedding_length,
-                "runs": [[r.offset, r.length] for r in item.runs],
-                "timestamps": None if item.timestamps is None else list(item.timestamps),
-                "timestamp_spans": None if item.timestamp_spans is None else [list(s) for s in item.timestamp_spans],
-            }
-            for item in layout.items
-        ],
-        "trtllm": {k: v for k, v in layout.to_disagg_prefill_inputs().items() if k != "prompt_token_ids"},
-    }
-
-
-def _short_runs(runs) -> str:
-    if len(runs) <= 4:
-        return " ".join(f"[{o},{o + n})" for o, n in runs)
-    lens = {n for _, n in runs}
-    size = f"{lens.pop()} each" if len(lens) == 1 else "mixed"
-    return f"{len(runs)} runs ({size}) from {runs[0][0]} to {runs[-1][0] + runs[-1][1]}"
-
-
-def format_layout(summary: dict) -> str:
-    lines = [f"family {summary['family']}  convention {summary['convention']}  length {summary['length']}  "
-             f"fingerprint {summary['fingerprint']}",
-             f"vision_start x{len(summary['vision_start'])}  vision_end x{len(summary['vision_end'])}"]
-    for k, item in enumerate(summary["items"]):
-        ts = item["timestamps"]
-        ts_text = "-" if ts is None else (" ".join(f"{t:.1f}" for t in ts[:8]) + (" ..." if len(ts) > 8 else ""))
-        lines.append(f"  item {k}: {item['modality']:5s} grid {item['grid_thw']}  rows {item['embedding_length']}  "
-                     f"runs {_short_runs(item['runs'])}  timestamps {ts_text}")
-    return "\n".join(lines)
-
-
 # ---------------------------------------------------------------------------------- commands
 def cmd_inspect(args) -> int:
+    from .summary import format_layout, layout_summary
+
     layout = load_layout(args.file, family=args.family, image_grid_thw=args.image_grid_thw,
                          video_grid_thw=args.video_grid_thw)
     summary = layout_summary(layout)

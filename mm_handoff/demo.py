@@ -75,14 +75,16 @@ def format_report(r: dict) -> str:
     L = r["lengths"]
 
     def runs(lay):
-        lens = lay["run_lengths"]
+        lens = lay["trtllm"]["multimodal_run_lengths"]
         return f"{len(lens)} x {lens[0]}" if len(set(lens)) == 1 else str(lens)
+
+    def markers(lay):
+        return f"{len(lay['vision_start'])} / {len(lay['vision_end'])}"
 
     rows = [
         ("prompt length", L["aggregated"], L["epd-stock"], L["epd"]),
         ("pad runs", runs(agg), runs(stock), runs(agg)),
-        ("<|vision_start|> / <|vision_end|>", f"{agg['vision_start']} / {agg['vision_end']}",
-         f"{stock['vision_start']} / {stock['vision_end']}", f"{agg['vision_start']} / {agg['vision_end']}"),
+        ("<|vision_start|> / <|vision_end|>", markers(agg), markers(stock), markers(agg)),
         ("timestamps (s)", _ts(agg["items"][0]["timestamps"]), _ts(stock["items"][0]["timestamps"]),
          _ts(agg["items"][0]["timestamps"])),
         ("mRoPE delta", r["mrope"]["aggregated_delta"], r["mrope"]["epd-stock_delta"], r["mrope"]["epd_delta"]),
@@ -122,7 +124,7 @@ def run_demo(args) -> int:
     from .errors import UsageError
 
     try:
-        from .hf.engine import run_three_modes
+        from .hf.report import run_three_modes
     except ImportError as exc:
         raise UsageError(f"the demo needs the hf extra (pip install 'mm-handoff[hf]'): {exc}") from None
     height, width = (720, 1280) if args.hd else (args.height, args.width)

@@ -1,4 +1,4 @@
-"""E/PD parity on tiny random models with the real processors and tokenizers (hf-reference.md §10).
+"""E/PD parity on tiny random models with the real processors and tokenizers (the HF reference engine).
 
 Per family and per case:
 
@@ -29,8 +29,11 @@ torch = pytest.importorskip("torch")
 import mm_handoff  # noqa: E402
 from mm_handoff import MropeLengthError  # noqa: E402
 from mm_handoff.adapters import FAMILIES as ADAPTERS  # noqa: E402
+from mm_handoff.checks import first_difference  # noqa: E402
 from oracles import derive_layout_naive  # noqa: E402
 from mm_handoff.hf import engine  # noqa: E402
+from mm_handoff.hf.encode import grid_list  # noqa: E402
+from mm_handoff.hf.prefill import pad_mask, prefill_and_decode  # noqa: E402
 from mm_handoff.hf import processors as P  # noqa: E402
 from mm_handoff.hf import tiny  # noqa: E402
 from mm_handoff.hf.tokenizers import load_tokenizer  # noqa: E402
@@ -182,7 +185,7 @@ def _check_layout_against_ids(adapter, layout, ids, image_grid, video_grid, meta
     naive = derive_layout_naive(ids, spec, image_grid_thw=image_grid, video_grid_thw=video_grid,
                                 family=layout.family, convention=layout.convention,
                                 tokenizer_digest=layout.tokenizer_digest)
-    assert naive == layout.without_mrope()
+    assert naive == layout.with_mrope(None, None)  # the oracle derives no mRoPE (and so no delta)
     mm_handoff.validate(layout, prompt_token_ids=ids, embedding_rows=layout.multimodal_embedding_lengths,
                         mrope_position_ids=layout.mrope_position_ids)
 
@@ -192,8 +195,8 @@ def test_layout_rebuild_and_mrope(env, case):
     r = env.run(case)
     inputs, enc = r["inputs"], r["enc"]
     ids = inputs["input_ids"][0].numpy().astype(np.int32)
-    image_grid = engine._grid_list(inputs.get("image_grid_thw"))
-    video_grid = engine._grid_list(inputs.get("video_grid_thw"))
+    image_grid = grid_list(inputs.get("image_grid_thw"))
+    video_grid = grid_list(inputs.get("video_grid_thw"))
     metas = inputs.get("video_metadata")
     assert np.array_equal(enc.input_ids, ids)
     assert enc.image_grid_thw == image_grid and enc.video_grid_thw == video_grid
@@ -205,7 +208,7 @@ def test_layout_rebuild_and_mrope(env, case):
     # the PD-side rebuild from the raw prompt + grids + the processor's returned metadata is exact
     rebuilt = env.adapter.rebuild_token_ids(enc.raw_prompt_ids, image_grid_thw=image_grid, video_grid_thw=video_grid,
                                             video_metadata=copy.deepcopy(metas))
-    assert rebuilt.dtype == np.int32 and np.array_equal(rebuilt, ids), engine.first_difference(rebuilt, ids)
+    assert rebuilt.dtype == np.int32 and np.array_equal(rebuilt, ids), first_difference(rebuilt, ids)
 
     # mRoPE: bitwise equal to HF get_rope_index (values, int64, delta)
     pos_hf, delta_hf = _hf_rope(env.model, inputs)
@@ -221,6 +224,7 @@ def test_layout_rebuild_and_mrope(env, case):
     assert decoded.mrope_position_ids is None and decoded.mrope_position_delta == delta
     assert decoded == layout.with_mrope(None, delta)
     assert tensors["embeddings"].shape[0] == layout.num_pads
+    assert tensors["item_rows"] == layout.multimodal_embedding_lengths  # the vision tower's split per item
     assert len(tensors["deepstack"]) == env.adapter.deepstack_levels == (3 if tiny.has_deepstack(env.family) else 0)
 
 
@@ -267,7 +271,7 @@ def test_stock_prefill_is_caught_and_wrong(env, case):
     groups = sum(t for t, _, _ in r["enc"].video_grid_thw)
     ts_tokens = sum(e - s for item in r["enc"].layout.items if item.modality == "video"
                     for s, e in item.timestamp_spans)
-    # pad_only: aggregated - stock = timestamp tokens + 2 markers per group (§4d)
+    # pad_only: aggregated - stock = timestamp tokens + the 2 inner markers of every group
     assert agg.prompt_len - stock.prompt_len == ts_tokens + 2 * groups
     assert len(stock.layout.runs) == len(r["enc"].layout.items) and n_videos >= 1
     assert not stock.validated
@@ -301,42 +305,63 @@ def test_mixed_rows_follow_sequence_order(env):
 
 
 def test_pd_rejects_wrong_row_count(env):
+    """The accept step compares the rows per item with the layout's pads; the prefill compares the tensor
+    it scatters with the pads."""
     r = env.run("video")
-    enc = r["enc"]
-    wire, tensors = engine.handoff(enc)
-    with pytest.raises(mm_handoff.EmbeddingCountError):
-        engine.prefill_decode(env.model, env.adapter, mode="epd", wire=wire, embeddings=tensors["embeddings"][:-1],
-                              deepstack=[d[:-1] for d in tensors["deepstack"]], max_new_tokens=1)
+    wire, tensors = engine.handoff(r["enc"])
+    short = dict(embeddings=tensors["embeddings"][:-1], deepstack=[d[:-1] for d in tensors["deepstack"]])
+    with pytest.raises(mm_handoff.EmbeddingCountError) as info:
+        engine.prefill_decode(env.model, env.adapter, mode="epd", wire=wire, max_new_tokens=1,
+                              item_rows=[n - 1 for n in tensors["item_rows"]], **short)
+    assert info.value.field == "embedding_rows"
+    with pytest.raises(mm_handoff.EmbeddingCountError) as info:
+        engine.prefill_decode(env.model, env.adapter, mode="epd", wire=wire, max_new_tokens=1,
+                              item_rows=tensors["item_rows"], **short)
+    assert info.value.field == "embedding rows"
+
+
+def test_pd_rejects_another_requests_handoff(env):
+    """The carried layout must be the one this request's own prompt expands to: the video handoff with the
+    two-video request's prompt is refused before any prefill."""
+    one, two = env.run("video")["enc"], env.run("two_videos")["enc"]
+    wire, tensors = engine.handoff(one)
+    with pytest.raises(mm_handoff.HandoffError) as info:
+        engine.prefill_decode(env.model, env.adapter, mode="epd", wire=wire, embeddings=tensors["embeddings"],
+                              deepstack=tensors["deepstack"], item_rows=tensors["item_rows"],
+                              raw_prompt_ids=two.raw_prompt_ids, max_new_tokens=1)
+    assert "prompt" in info.value.field
+
+
+def _prefill_layout(env, layout, embeddings, deepstack, max_new_tokens):
+    return prefill_and_decode(env.model, np.asarray(layout.token_ids), layout.mrope_position_ids,
+                              layout.mrope_position_delta, pad_mask(layout), embeddings, deepstack,
+                              max_new_tokens, None)
 
 
 def test_deepstack_is_required(env):
-    """Deepstack families: the PD side refuses a handoff without the deepstack rows, and prefilling without
-    them is not exact (trap 17)."""
+    """Deepstack families: the PD side refuses a handoff without the deepstack rows (the row width is
+    hidden x (1 + levels)), and prefilling without them is not exact (max |logit diff| 2.4-3.0 on these
+    tiny models)."""
     if not tiny.has_deepstack(env.family):
         pytest.skip("no deepstack in this family")
     r = env.run("video")
     enc = r["enc"]
     wire, tensors = engine.handoff(enc)
-    with pytest.raises(mm_handoff.EmbeddingCountError):
+    with pytest.raises(mm_handoff.EmbeddingCountError) as info:
         engine.prefill_decode(env.model, env.adapter, mode="epd", wire=wire, embeddings=tensors["embeddings"],
-                              deepstack=[], max_new_tokens=1)
-    layout = enc.layout
-    core = engine._prefill_decode_core(env.model, np.asarray(layout.token_ids), layout.mrope_position_ids,
-                                       layout.mrope_position_delta, engine._pad_mask_from_layout(layout),
-                                       tensors["embeddings"], [], 1, None)
+                              deepstack=[], item_rows=tensors["item_rows"], max_new_tokens=1)
+    assert info.value.field == "embeddings[0].shape[1]"
+    core = _prefill_layout(env, enc.layout, tensors["embeddings"], [], 1)
     assert not torch.equal(core["hidden"], r["agg"].hidden_states)
 
 
 def test_decode_carries_recurrent_state(env):
     """The decode loop carries the prefill's cache object forward: for Qwen3.5 it holds the linear-attention
-    conv and recurrent state next to the K/V of the full-attention layers (trap 21)."""
+    conv and recurrent state next to the K/V of the full-attention layers."""
     r = env.run("video")
-    enc = r["enc"]
-    layout = enc.layout
-    wire, tensors = engine.handoff(enc)
-    core = engine._prefill_decode_core(env.model, np.asarray(layout.token_ids), layout.mrope_position_ids,
-                                       layout.mrope_position_delta, engine._pad_mask_from_layout(layout),
-                                       tensors["embeddings"], tensors["deepstack"], MAX_NEW_TOKENS, None)
+    layout = r["enc"].layout
+    wire, tensors = engine.handoff(r["enc"])
+    core = _prefill_layout(env, layout, tensors["embeddings"], tensors["deepstack"], MAX_NEW_TOKENS)
     assert core["tokens"] == r["agg"].tokens
     cache = core["cache"]
     assert cache.get_seq_length() == layout.prompt_len + MAX_NEW_TOKENS - 1
@@ -387,13 +412,13 @@ def test_cosmos3_edge_layout(edge, case):
                              video_metadata=copy.deepcopy(req.get("video_metadata")), return_metadata=True,
                              **req.get("proc_kw", {}))
     ids = inputs["input_ids"][0].numpy().astype(np.int32)
-    image_grid = engine._grid_list(inputs.get("image_grid_thw"))
-    video_grid = engine._grid_list(inputs.get("video_grid_thw"))
+    image_grid = grid_list(inputs.get("image_grid_thw"))
+    video_grid = grid_list(inputs.get("video_grid_thw"))
     metas = inputs["video_metadata"]
     raw = tok(proc.apply_chat_template(req["messages"], tokenize=False, add_generation_prompt=True))["input_ids"]
     rebuilt = adapter.rebuild_token_ids(raw, image_grid_thw=image_grid, video_grid_thw=video_grid,
                                         video_metadata=copy.deepcopy(metas))
-    assert np.array_equal(rebuilt, ids), engine.first_difference(rebuilt, ids)
+    assert np.array_equal(rebuilt, ids), first_difference(rebuilt, ids)
     layout = adapter.derive_layout(ids, image_grid_thw=image_grid, video_grid_thw=video_grid, mrope=True)
     for item in layout.items:
         if item.modality == "video":
