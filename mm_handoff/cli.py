@@ -178,12 +178,12 @@ def cmd_bench(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    from .trtllm.doctor import run_doctor
+    from .doctor import run_doctor
     return run_doctor(args)
 
 
 def cmd_run(args) -> int:
-    from .trtllm.launcher import run_command
+    from ._launcher import run_command
     return run_command(args.command)
 
 
