@@ -6,11 +6,10 @@ when ``tensorrt_llm`` is already imported, or registers a post-import hook that 
 a missing, broken or unsupported TensorRT-LLM is logged, never raised (an explicit
 ``mm_handoff.trtllm.install()`` is strict instead).
 
-It is reached through ``sitecustomize`` (``mm-handoff run -- CMD``) or a ``.pth`` file in
-site-packages holding this one line (``docs/trtllm.md``), which imports nothing unless the variable is set::
-
-    import os, importlib; os.environ.get("MM_HANDOFF_AUTOINSTALL", "").strip().lower() in ("1", "true", "yes", "on") and importlib.import_module("mm_handoff._startup").process_startup()
-
+It is reached through ``sitecustomize`` (``mm-handoff run -- CMD``, written by
+:mod:`mm_handoff._launcher`) or a ``.pth`` file in site-packages holding :data:`PTH_LINE`
+(``docs/trtllm.md``), which imports nothing unless the variable is set: it reads the switch inline
+with :data:`mm_handoff._env.TRUTHY`, so the many interpreters that never need mm-handoff pay nothing.
 Spawned and MPI-started interpreters inherit the environment, so they run it too.
 """
 
@@ -18,25 +17,21 @@ from __future__ import annotations
 
 import importlib.abc
 import logging
-import os
 import sys
 import threading
 
+from . import _env
+
 __all__ = ["process_startup", "AUTOINSTALL_ENV", "ENGINE_MODULE", "PTH_LINE"]
 
-AUTOINSTALL_ENV = "MM_HANDOFF_AUTOINSTALL"
+AUTOINSTALL_ENV = _env.AUTOINSTALL
 #: the line of a ``.pth`` file that runs the start-up hook (imports nothing unless the variable is set)
-PTH_LINE = ('import os, importlib; os.environ.get("MM_HANDOFF_AUTOINSTALL", "").strip().lower() in '
-            '("1", "true", "yes", "on") and importlib.import_module("mm_handoff._startup").process_startup()')
+PTH_LINE = (f"import os, importlib; os.environ.get({AUTOINSTALL_ENV!r}, '').strip().lower() in {_env.TRUTHY!r} "
+            "and importlib.import_module('mm_handoff._startup').process_startup()")
 ENGINE_MODULE = "tensorrt_llm"
 
 log = logging.getLogger("mm_handoff.startup")
 _LOCK = threading.Lock()
-_TRUE = {"1", "true", "yes", "on"}
-
-
-def _enabled() -> bool:
-    return os.environ.get(AUTOINSTALL_ENV, "").strip().lower() in _TRUE
 
 
 def _install_leniently() -> None:
@@ -92,7 +87,7 @@ def _remove_finder() -> None:
 
 def process_startup() -> bool:
     """Install now or on import when ``MM_HANDOFF_AUTOINSTALL=1``; returns whether it acted."""
-    if not _enabled():
+    if not _env.env_flag(AUTOINSTALL_ENV):
         return False
     try:
         if ENGINE_MODULE in sys.modules:

@@ -4,16 +4,21 @@ Importing this package imports nothing from ``tensorrt_llm``; :func:`install` do
 :class:`~mm_handoff.errors.EngineNotSupportedError` when it is absent, out of range, or a hook point
 drifted. See ``docs/trtllm.md`` for the hook points, the policy at each, and worker processes.
 
+Where a request is when the code runs: ``_encoder`` (the encoder's ``generate_async``),
+``_admission`` (the PD side's ``_preprocess`` and the prefill method it calls), ``_worker`` (the
+executor worker's ingress and context-phase slice); ``_targets`` is the patch table naming each
+wrapper, ``_lifecycle`` install/uninstall/status, ``_ledger`` the patching rules, ``_carrier`` what
+travels, ``_prefill_request`` the patch-free PD path.
+
 >>> import mm_handoff.trtllm as glue
 >>> glue.is_installed()
 False
 """
 
 from ._carrier import GRIDS_KEY, LAYOUT_KEY, VIDEO_METADATA_KEY
-from ._compat import SUPPORTED_VERSIONS
-from ._lifecycle import get_original, install, is_installed, status, uninstall
+from ._lifecycle import SUPPORTED_VERSIONS, get_original, install, is_installed, status, uninstall
+from ._prefill_request import PrefillRequest, prefill_request
 from ._targets import PATCH_TABLE, PatchSpec
-from .prefill import PrefillRequest, prefill_request
 
 __all__ = [
     "install",

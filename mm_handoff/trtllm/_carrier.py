@@ -1,52 +1,77 @@
-"""What travels from the encoder to the prefill side, and where it rides.
+"""What travels from the encoder to the prefill side, where it rides, and how a check point reads it.
 
 ``DisaggregatedParams`` is a slotted dataclass and ``trtllm-serve`` converts it field by field, so a
 new field would be dropped. The embedding-handle dicts travel whole (``List[Dict[str, Any]]``) and
 ``SharedTensorContainer.from_dict`` ignores keys it does not know, so the encoder stamps three
 namespaced, JSON-safe keys into ``multimodal_embedding_handles[0]``:
 
-* ``"mm_handoff.layout"``: the encoder's expanded prompt and layout (:func:`mm_handoff.to_wire`);
+* ``"mm_handoff.layout"``: the encoder's expanded prompt and layout (``HandoffLayout.to_wire()``);
 * ``"mm_handoff.grids"``: ``{"family", "convention", "image_grid_thw", "video_grid_thw"}``;
 * ``"mm_handoff.video_metadata"``: per video ``{"fps", "frames_indices", "total_num_frames", ...}``.
 
 The last two let the prefill side rebuild the exact ids (policy ``rebuild``) when the layout itself is
 missing. A caller may also put the same two keys in the request's ``inputs`` dict.
+
+Every check point applies the policy to a failed check through :func:`enforce`, the same way.
 """
 
 from __future__ import annotations
 
-import math
+import logging
 import threading
 import weakref
-from typing import Optional
+from typing import Callable, Optional
 
-import numpy as np
-
-from ..errors import HandoffError
-from ..registry import REGISTRY
-from ..checks import shape_of as core_shape_of
+from ..accept import embedding_shapes_of
+from ..errors import AdapterError, HandoffError
+from ..policy import Policy
+from ..registry import REGISTRY, build_adapter
 
 __all__ = [
     "LAYOUT_KEY",
     "GRIDS_KEY",
     "VIDEO_METADATA_KEY",
+    "CARRIED_KEYS",
+    "FALLBACK",
+    "enforce",
     "embedding_handles",
     "carried",
     "handle_rows",
-    "shape_of",
     "request_label",
     "adapter_for",
-    "grids_from_multimodal_data",
-    "json_safe_metadata",
-    "decode_layout",
+    "adapter_value",
+    "find_multimodal_params",
+    "mrope_ids_of",
 ]
+
+log = logging.getLogger("mm_handoff.trtllm")
 
 LAYOUT_KEY = "mm_handoff.layout"
 GRIDS_KEY = "mm_handoff.grids"
 VIDEO_METADATA_KEY = "mm_handoff.video_metadata"
 CARRIED_KEYS = (LAYOUT_KEY, GRIDS_KEY, VIDEO_METADATA_KEY)
 
+#: what :func:`enforce` returns under ``fallback``: the caller goes on with the engine's own result
+FALLBACK = object()
 
+
+def enforce(policy: Policy, error: HandoffError, *, where: str, rebuild: Optional[Callable] = None):
+    """Apply the policy to one failed check; returns ``rebuild()``'s value or :data:`FALLBACK`.
+
+    ``raise``: the typed error propagates. ``fallback``: a warning. ``rebuild``: ``rebuild()`` where
+    the caller can rebuild (the prefill point), else the same as ``raise``.
+    """
+    if policy is Policy.FALLBACK:
+        log.warning("mm-handoff: %s: %s (policy=fallback: continuing with the engine's own behaviour)",
+                    where, error)
+        return FALLBACK
+    if policy is Policy.REBUILD and rebuild is not None:
+        log.info("mm-handoff: %s: %s (policy=rebuild: rebuilding the aggregated layout)", where, error)
+        return rebuild()
+    raise error
+
+
+# ------------------------------------------------------------------------- reading the carrier
 def embedding_handles(disaggregated_params) -> Optional[list]:
     handles = getattr(disaggregated_params, "multimodal_embedding_handles", None)
     return handles if isinstance(handles, list) and handles else None
@@ -64,28 +89,14 @@ def carried(mm_handles, inputs=None) -> dict:
     return found
 
 
-def shape_of(value, *, field: str = "tensor_size", request_id=None) -> Optional[tuple]:
-    """Shape of a tensor/array or ``tensor_size`` of a SharedTensorContainer handle dict; None for None.
-
-    Handle dicts arrive from the network (trtllm-serve), so a malformed size is a typed error naming
-    ``field`` (the core's strict reader), never a TypeError.
-    """
-    if value is None:
-        return None
-    return core_shape_of(value, field=field, request_id=request_id)
-
-
 def handle_rows(mm_handles, *, request_id=None) -> list:
-    """Rows per embedding handle (``tensor_size[0]``), in item order."""
-    rows = []
-    for i, handle in enumerate(mm_handles or ()):
-        field = f"multimodal_embedding_handles[{i}].tensor_size"
-        shape = shape_of(handle, field=field, request_id=request_id)
+    """Rows per embedding handle (``tensor_size[0]``), in item order; shapes only, nothing rebuilt."""
+    shapes = embedding_shapes_of(mm_handles, field="multimodal_embedding_handles", request_id=request_id)
+    for i, shape in enumerate(shapes):
         if not shape:
-            raise HandoffError(field, "[rows, width]", shape,
+            raise HandoffError(f"multimodal_embedding_handles[{i}].tensor_size", "[rows, width]", list(shape),
                                request_id=request_id)
-        rows.append(shape[0])
-    return rows
+    return [shape[0] for shape in shapes]
 
 
 def request_label(disaggregated_params=None, fallback=None):
@@ -104,109 +115,62 @@ def request_label(disaggregated_params=None, fallback=None):
     return fallback
 
 
-# ---------------------------------------------------------------------------- adapters
+def find_multimodal_params(result):
+    """The ``MultimodalParams`` in a ``_preprocess`` result of any arity (by type name, then by shape)."""
+    if not isinstance(result, tuple):
+        return None
+    for value in result:
+        if any(k.__name__ == "MultimodalParams" for k in type(value).__mro__):
+            return value
+    for value in result:
+        if hasattr(value, "multimodal_data") and hasattr(value, "multimodal_input"):
+            return value
+    return None
+
+
+def mrope_ids_of(multimodal_data) -> object:
+    """``multimodal_data["mrope_config"]["mrope_position_ids"]`` (a tensor or a handle dict), or None."""
+    cfg = (multimodal_data or {}).get("mrope_config") if isinstance(multimodal_data, dict) else None
+    return cfg.get("mrope_position_ids") if isinstance(cfg, dict) else None
+
+
+# ----------------------------------------------------------------------------------- adapters
 _ADAPTERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _ADAPTERS_LOCK = threading.Lock()
 
 
-def adapter_for(processor, *, convention: Optional[str] = None):
-    """The family adapter of a TensorRT-LLM input processor, resolved through the registry by class
-    (along the MRO) with the processor's tokenizer and config; cached per processor instance."""
-    cache_key = (convention,)
+def adapter_for(processor, *, convention: Optional[str] = None, request_id=None):
+    """The family adapter of a TensorRT-LLM input processor, cached per processor instance.
+
+    Resolved through the registry by class (along the MRO) and built by
+    :func:`~mm_handoff.registry.build_adapter` with the processor's tokenizer and config, so a factory
+    written to the documented signature (no ``convention``) works and any failure is an AdapterError.
+    """
+    key = (convention,)
     try:
         with _ADAPTERS_LOCK:
-            cached = _ADAPTERS.get(processor, {}).get(cache_key)
-        if cached is not None:
-            return cached
-    except TypeError:  # not weak-referenceable
+            cached = _ADAPTERS.get(processor, {}).get(key)
+    except TypeError:  # not weak-referenceable: no cache
         cached = None
-    factory = REGISTRY.resolve(type(processor))
-    tokenizer = getattr(processor, "tokenizer", None)
-    config = getattr(processor, "config", None)
-    adapter = factory(tokenizer=tokenizer, config=config, convention=convention)
+    if cached is not None:
+        return cached
+    adapter = build_adapter(REGISTRY.resolve(type(processor)), tokenizer=getattr(processor, "tokenizer", None),
+                            config=getattr(processor, "config", None), convention=convention,
+                            request_id=request_id)
     try:
         with _ADAPTERS_LOCK:
-            _ADAPTERS.setdefault(processor, {})[cache_key] = adapter
+            _ADAPTERS.setdefault(processor, {})[key] = adapter
     except TypeError:
         pass
     return adapter
 
 
-# --------------------------------------------------------------------------- decoding
-_DECODED = threading.local()
-
-
-def decode_layout(wire, *, request_id=None):
-    """``HandoffLayout.from_wire`` with a one-slot per-thread cache (prefill and admission decode the
-    same payload of one request back to back)."""
-    from ..layout import HandoffLayout
-
-    slot = getattr(_DECODED, "slot", None)
-    if slot is not None and slot[0] is wire and isinstance(wire, dict) and slot[1] == wire.get("checksum"):
-        return slot[2]
-    layout = HandoffLayout.from_wire(wire, request_id=request_id)
-    _DECODED.slot = (wire, wire.get("checksum") if isinstance(wire, dict) else None, layout)
-    return layout
-
-
-# ------------------------------------------------------------------------ encoder side
-def _to_list(value):
-    """Tensor / array / SharedTensorContainer handle dict / list -> nested Python list."""
-    if value is None:
-        return None
-    if isinstance(value, dict) and "tensor_size" in value:
-        from tensorrt_llm._torch.shared_tensor import SharedTensorContainer
-
-        value = SharedTensorContainer.from_dict(value).get_local_view()
-    if hasattr(value, "detach"):
-        value = value.detach().cpu()
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    return [list(v) if isinstance(v, (list, tuple)) else v for v in value]
-
-
-def grids_from_multimodal_data(multimodal_data) -> dict:
-    """``{"image_grid_thw": [...], "video_grid_thw": [...]}`` from a request's ``multimodal_data``."""
-    data = multimodal_data or {}
-    out = {}
-    for modality, key in (("image", "image_grid_thw"), ("video", "video_grid_thw")):
-        sub = data.get(modality)
-        grid = sub.get(key) if isinstance(sub, dict) else None
-        grid = _to_list(grid)
-        if grid:
-            out[key] = [[int(x) for x in g] for g in grid]
-    return out
-
-
-def _json_value(value):
-    if hasattr(value, "detach"):
-        value = value.detach().cpu()
-    if hasattr(value, "tolist"):
-        value = value.tolist()
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return value
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(float(value)) else None
-    if isinstance(value, (list, tuple)):
-        items = [_json_value(v) for v in value]
-        return items
-    return None
-
-
-def json_safe_metadata(videos) -> list:
-    """Per video, the JSON-safe scalar/list fields of its IO-loader metadata."""
-    out = []
-    for video in videos or ():
-        meta = getattr(video, "metadata", None) if not isinstance(video, dict) else video.get("metadata", video)
-        entry = {}
-        for key, value in dict(meta or {}).items():
-            safe = _json_value(value)
-            if safe is not None or value is None:
-                entry[str(key)] = safe
-        frames = getattr(video, "frames", None)
-        if frames is not None:  # as TensorRT-LLM passes it to HF: the decoded frame count
-            entry["total_num_frames"] = len(frames)
-        out.append(entry)
-    return out
+def adapter_value(adapter, name: str, *, request_id=None):
+    """``adapter.<name>`` (an attribute or property); an untyped failure becomes an AdapterError."""
+    try:
+        return getattr(adapter, name)
+    except HandoffError:
+        raise
+    except Exception as exc:  # a third-party adapter's bug reaches the policy as a typed error
+        raise AdapterError(f"adapter.{name}", f"{name} of {adapter!r}", f"{type(exc).__name__}: {exc}",
+                           request_id=request_id) from exc

@@ -1,26 +1,91 @@
-"""install / uninstall / is_installed / status / get_original: the lock, the gates, the flag.
+"""install / uninstall / is_installed / status / get_original: the lock, the version gate, the state.
 
 The public functions own the lock, the version gate, the hook probe and the state; the per-hook work
-is the patch table (:mod:`._targets`) applied through the ledger (:mod:`._ledger`).
+is the patch table (:mod:`._targets`), each row naming its wrapper, applied through the ledger
+(:mod:`._ledger`). The policy reaches each wrapper as an argument bound at install time.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
+import threading
 from typing import Optional, Union
+
+import attrs
 
 from ..errors import EngineNotSupportedError, HandoffError
 from ..policy import Policy, resolve_policy
-from ._compat import ENGINE, SUPPORTED_VERSIONS, engine_version, upstream_fix_fields, version_in_range
-from ._hooks import make_hook
-from ._ledger import find_owner, target_key
-from ._state import LEDGER, LOCK, STATE
-from ._targets import import_model_modules, probe
+from ._ledger import Ledger, find_owner, target_key
+from ._targets import import_model_modules, probe, wrapper_name
 
-__all__ = ["install", "uninstall", "is_installed", "status", "get_original"]
+__all__ = ["install", "uninstall", "is_installed", "status", "get_original", "SUPPORTED_VERSIONS",
+           "version_in_range", "version_supported", "distribution_version", "ENGINE"]
 
 log = logging.getLogger("mm_handoff.trtllm")
+
+ENGINE = "tensorrt_llm"
+
+#: Releases whose hook points this glue was checked against (requirement-string form, as OTel does).
+#: 1.3.0rc25 is the release of upstream issue #20138; main at 760a584 carries the same code.
+SUPPORTED_VERSIONS = ("tensorrt_llm >= 1.2.0rc0, < 1.5",)
+
+#: ``DisaggregatedParams`` fields that mean upstream carries the encoder layout itself.
+UPSTREAM_FIX_FIELDS = ("multimodal_layout",)
+
+
+# ------------------------------------------------------------------------------- version gate
+def version_in_range(version: str, requirement: str) -> bool:
+    """Whether ``version`` satisfies ``requirement`` (``"name >= A, < B"``), by PEP 440 (``packaging``,
+    a dependency of TensorRT-LLM). Pre-releases count as inside the range, since TensorRT-LLM ships
+    mostly ``rc`` builds; an unparsable version is outside every range."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        specifier = Requirement(requirement).specifier
+    except InvalidRequirement:
+        specifier = SpecifierSet(requirement)
+    try:
+        return specifier.contains(Version(version), prereleases=True)
+    except InvalidVersion:
+        return False
+
+
+def version_supported(version: Optional[str]) -> bool:
+    return bool(version) and all(version_in_range(version, r) for r in SUPPORTED_VERSIONS)
+
+
+def distribution_version(name: str) -> Optional[str]:
+    """An installed distribution's version from its metadata, without importing it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+    except Exception:  # broken metadata must not break a status report
+        return None
+
+
+def engine_version(module) -> Optional[str]:
+    """``tensorrt_llm.__version__`` (the imported module's, else the distribution's)."""
+    value = getattr(module, "__version__", None)
+    if isinstance(value, str) and value:
+        return value
+    return distribution_version(ENGINE) or distribution_version("tensorrt-llm")
+
+
+def upstream_fix_fields() -> list:
+    """The ``DisaggregatedParams`` fields that show upstream carries the layout itself (empty: no fix)."""
+    try:
+        mod = importlib.import_module(f"{ENGINE}.disaggregated_params")
+    except Exception:
+        return []
+    fields = getattr(getattr(mod, "DisaggregatedParams", None), "__dataclass_fields__", None) or {}
+    return [name for name in UPSTREAM_FIX_FIELDS if name in fields]
 
 
 def _refuse(field: str, expected, actual, hint: Optional[str] = None) -> EngineNotSupportedError:
@@ -55,6 +120,26 @@ def _refuse_on_drift(points) -> None:
                           hint="a required hook point is missing from this TensorRT-LLM")
 
 
+# ------------------------------------------------------------------------------------- state
+@attrs.define
+class _State:
+    """Process-wide installer state; read and changed under :data:`_LOCK`."""
+
+    installed: bool = False
+    #: the policy bound into every wrapper by the last install()
+    policy: Policy = Policy.RAISE
+    #: upstream already carries the layout: install() stood down without patching
+    standing_down: bool = False
+    upstream_fix_fields: list = attrs.Factory(list)
+    engine_version: Optional[str] = None
+
+
+_LOCK = threading.RLock()
+_LEDGER = Ledger()
+_STATE = _State()
+
+
+# --------------------------------------------------------------------------------- lifecycle
 def install(*, policy: Optional[Union[str, Policy]] = None) -> dict:
     """Patch TensorRT-LLM's hook points (see the patch table); returns :func:`status`.
 
@@ -63,18 +148,16 @@ def install(*, policy: Optional[Union[str, Policy]] = None) -> dict:
     before touching anything. Stands down when upstream already carries the encoder layout.
     """
     resolved = resolve_policy(policy)
-    with LOCK:
-        if STATE.installed:
-            log.info("mm-handoff: already installed (policy=%s); nothing changed", STATE.policy.value)
+    with _LOCK:
+        if _STATE.installed:
+            log.info("mm-handoff: already installed (policy=%s); nothing changed", _STATE.policy.value)
             return status()
-        module = _import_engine()
-        version = engine_version(module)
+        version = engine_version(_import_engine())
         _check_version(version)
-        STATE.engine_version = version
-        fix = upstream_fix_fields()
-        STATE.upstream_fix_fields = fix
+        _STATE.engine_version = version
+        _STATE.upstream_fix_fields = fix = upstream_fix_fields()
         if fix:
-            STATE.standing_down = True
+            _STATE.standing_down = True
             log.warning("mm-handoff: TensorRT-LLM %s already carries the encoder layout "
                         "(DisaggregatedParams.%s); standing down, nothing patched", version, ", ".join(fix))
             return status()
@@ -85,20 +168,25 @@ def install(*, policy: Optional[Union[str, Policy]] = None) -> dict:
                           f"{type(exc).__name__}: {exc}") from exc
         points = probe()
         _refuse_on_drift(points)
-        applied = []
-        try:
-            for point in points:
-                if point.state == "found":
-                    LEDGER.apply(point.cls, point.attr, make_hook(point.spec.kind, point.attr))
-                    applied.append(point.key)
-        except Exception:
-            for key in reversed(applied):
-                LEDGER.remove(key)
-            raise
-        STATE.policy, STATE.installed, STATE.standing_down = resolved, True, False
+        applied = _apply([p for p in points if p.state == "found"], resolved)
+        _STATE.policy, _STATE.installed, _STATE.standing_down = resolved, True, False
         log.info("mm-handoff: installed on TensorRT-LLM %s (policy=%s): %s", version, resolved.value,
                  ", ".join(applied))
         return status()
+
+
+def _apply(points, policy: Policy) -> list:
+    """Wrap every point with its row's wrapper (policy bound); all or nothing."""
+    applied = []
+    try:
+        for point in points:
+            _LEDGER.apply(point.cls, point.attr, functools.partial(point.wrapper, policy=policy))
+            applied.append(point.key)
+    except Exception:
+        for key in reversed(applied):
+            _LEDGER.remove(key)
+        raise
+    return applied
 
 
 def uninstall() -> dict:
@@ -107,20 +195,20 @@ def uninstall() -> dict:
     A wrapper that someone wrapped on top of is left in place, switched off, with a warning.
     Harmless when nothing is installed.
     """
-    with LOCK:
-        if not STATE.installed:
+    with _LOCK:
+        if not _STATE.installed:
             log.info("mm-handoff: not installed; nothing to uninstall")
-            STATE.standing_down = False
+            _STATE.standing_down = False
             return status(probe_engine=False)
-        LEDGER.switch_off_all()
-        for record in reversed(LEDGER.records()):
-            LEDGER.remove(record.key)
-        STATE.installed = False
+        _LEDGER.switch_off_all()
+        for record in reversed(_LEDGER.records()):
+            _LEDGER.remove(record.key)
+        _STATE.installed = False
         return status(probe_engine=False)
 
 
 def is_installed() -> bool:
-    return STATE.installed
+    return _STATE.installed
 
 
 def get_original(target) -> object:
@@ -132,8 +220,8 @@ def get_original(target) -> object:
     else:
         key = str(target)
         cls, attr = None, None
-    with LOCK:
-        original = LEDGER.get_original(key)
+    with _LOCK:
+        original = _LEDGER.get_original(key)
     if original is not None:
         return original
     if cls is None:
@@ -148,41 +236,47 @@ def get_original(target) -> object:
     return raw
 
 
+# ------------------------------------------------------------------------------------ status
 def _hook_state(point) -> str:
-    record = next((r for r in LEDGER.records() if r.key == point.key), None)
+    record = next((r for r in _LEDGER.records() if r.key == point.key), None)
     if record is not None:
-        return "patched" if LEDGER.is_current(record) else "wrapped over by another patch"
-    if point.key in LEDGER.left_in_place():
+        return "patched" if _LEDGER.is_current(record) else "wrapped over by another patch"
+    if point.key in _LEDGER.left_in_place():
         return "left in place (wrapped over)"
     return point.state
 
 
+def _hook_row(point) -> dict:
+    return {"wrapper": wrapper_name(point.wrapper), "target": point.key, "process": point.spec.process,
+            "required": point.spec.required, "state": _hook_state(point), "reason": point.reason,
+            "upstream": point.spec.upstream}
+
+
 def status(*, probe_engine: bool = True) -> dict:
     """Where things stand: installed, policy, engine version and range, each hook point, upstream fix."""
-    with LOCK:
+    with _LOCK:
         try:
-            policy = (STATE.policy if STATE.installed else resolve_policy(None)).value
+            policy = (_STATE.policy if _STATE.installed else resolve_policy(None)).value
         except HandoffError as exc:
             policy = f"invalid ({exc})"
         report = {
-            "installed": STATE.installed,
+            "installed": _STATE.installed,
             "policy": policy,
-            "tensorrt_llm": STATE.engine_version,
+            "tensorrt_llm": _STATE.engine_version,
             "supported": list(SUPPORTED_VERSIONS),
-            "upstream_fix_detected": bool(STATE.upstream_fix_fields),
-            "upstream_fix_fields": list(STATE.upstream_fix_fields),
-            "standing_down": STATE.standing_down,
+            "upstream_fix_detected": bool(_STATE.upstream_fix_fields),
+            "upstream_fix_fields": list(_STATE.upstream_fix_fields),
+            "standing_down": _STATE.standing_down,
             "hooks": [],
-            "left_in_place": LEDGER.left_in_place(),
+            "left_in_place": _LEDGER.left_in_place(),
             "engine_error": None,
         }
         if not probe_engine:
-            report["hooks"] = [{"target": r.key, "state": "patched" if LEDGER.is_current(r) else "wrapped over"}
-                               for r in LEDGER.records()]
+            report["hooks"] = [{"target": r.key, "state": "patched" if _LEDGER.is_current(r) else "wrapped over"}
+                               for r in _LEDGER.records()]
             return report
         try:
-            module = importlib.import_module(ENGINE)
-            report["tensorrt_llm"] = engine_version(module)
+            report["tensorrt_llm"] = engine_version(importlib.import_module(ENGINE))
             fix = upstream_fix_fields()
             report["upstream_fix_detected"], report["upstream_fix_fields"] = bool(fix), fix
             import_model_modules()
@@ -190,14 +284,5 @@ def status(*, probe_engine: bool = True) -> dict:
         except Exception as exc:
             report["engine_error"] = f"{type(exc).__name__}: {exc}"
             return report
-        for point in points:
-            report["hooks"].append({
-                "kind": point.spec.kind,
-                "target": point.key,
-                "process": point.spec.process,
-                "required": point.spec.required,
-                "state": _hook_state(point),
-                "reason": point.reason,
-                "upstream": point.spec.upstream,
-            })
+        report["hooks"] = [_hook_row(point) for point in points]
         return report

@@ -1,35 +1,39 @@
 """The one declared patch table. install, uninstall, status() and ``mm-handoff doctor`` all read it.
 
-Each row names a hook point by module, class and attribute (older names as alternatives), the leading
-parameters its signature must have, which process runs it, whether install needs it, the releases it
-was checked for, and the upstream file + commit the stand-in (``tests/stand_in``) mirrors.
-:func:`probe` turns the table into concrete :class:`HookPoint` rows, adding one row per registered
-input-processor class that overrides the prefill method.
+Each row names a hook point by module and class, the attribute with the wrapper function installed
+on it (older names with their own wrappers as alternatives, newest first), the leading parameters its
+signature must have, which process runs it, whether install needs it, and the upstream file + commit
+it was written against (the stand-in in ``tests/stand_in`` mirrors the same files). :func:`probe`
+turns the table into concrete :class:`HookPoint` rows, adding one row per registered input-processor
+class that overrides the prefill method.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
-from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
+
+import attrs
 
 from ..errors import HandoffError
 from ..registry import REGISTRY
-from ._compat import SUPPORTED_VERSIONS
-from ._ledger import find_owner, target_key
+from ._admission import admission_wrapper, get_prompt_token_ids_wrapper, prefill_wrapper
+from ._encoder import generate_async_wrapper, preprocess_wrapper
+from ._ledger import WRAPPER_MARK, find_owner, target_key
+from ._worker import enqueue_request_wrapper, prepare_tp_inputs_wrapper
 
-__all__ = ["PatchSpec", "HookPoint", "PATCH_TABLE", "MODEL_MODULES", "import_model_modules", "probe"]
+__all__ = ["PatchSpec", "HookPoint", "PATCH_TABLE", "MODEL_MODULES", "import_model_modules", "probe",
+           "wrapper_name"]
 
 
-@dataclass(frozen=True)
+@attrs.frozen
 class PatchSpec:
-    #: hook kind (selects the wrapper body in :mod:`._hooks`)
-    kind: str
     module: str
     qualname: str
-    #: attribute names, newest first (the first one present is patched)
-    attrs: Tuple[str, ...]
+    #: ``(attribute, wrapper)`` pairs, newest name first: the first attribute present gets its wrapper,
+    #: called as ``wrapper(wrapped, instance, args, kwargs, policy=...)``
+    hooks: Tuple[Tuple[str, Callable], ...]
     #: leading parameter names after ``self`` that the signature must start with
     params: Tuple[str, ...]
     #: install refuses when a required hook point is missing
@@ -38,51 +42,48 @@ class PatchSpec:
     process: str
     #: upstream file @ commit the wrapper was written against
     upstream: str
-    #: what the wrapper does, one line
-    purpose: str
-    #: releases this row applies to (requirement strings)
-    versions: Tuple[str, ...] = SUPPORTED_VERSIONS
     #: also wrap registered input-processor subclasses that override the attribute
     covers_registered_overrides: bool = False
 
     @property
     def display(self) -> str:
-        return f"{self.module}:{self.qualname}.{'|'.join(self.attrs)}"
+        return f"{self.module}:{self.qualname}.{'|'.join(attr for attr, _ in self.hooks)}"
 
+
+_QWEN3VL = "tensorrt_llm/_torch/models/modeling_qwen3vl.py"
+_LLM = "tensorrt_llm/llmapi/llm.py (the version with TODO(TRTLLM-12869); its commit is not recorded)"
 
 PATCH_TABLE: Tuple[PatchSpec, ...] = (
-    PatchSpec(
-        "encoder", "tensorrt_llm.llmapi.mm_encoder", "MultimodalEncoder", ("generate_async",), ("inputs",),
-        required=True, process="user",
-        upstream="tensorrt_llm/llmapi/mm_encoder.py @ 83ab45a50d169b08e29e9bf2f46fc66b3838cc37",
-        purpose="stamp the encoder's layout, grids and video metadata into multimodal_embedding_handles[0]"),
-    PatchSpec(
-        "prefill", "tensorrt_llm._torch.models.modeling_qwen3vl", "Qwen3VLInputProcessorBase",
-        ("build_disagg_prefill_multimodal_inputs", "get_prompt_token_ids"), ("inputs", "mm_handles"),
-        required=True, process="user", covers_registered_overrides=True,
-        upstream="tensorrt_llm/_torch/models/modeling_qwen3vl.py @ 002f3cc3d0554c4ebd530d1354f96e89666d93b8 "
-                 "(get_prompt_token_ids: @ f4faed18a1a35ff6a29c29e91650faa70a793bff)",
-        purpose="use the carried layout instead of rebuilding the prompt from text (policy when absent)"),
-    PatchSpec(
-        "admission", "tensorrt_llm.llmapi.llm", "BaseLLM", ("_preprocess",),
-        ("inputs", "sampling_params", "disaggregated_params"), required=True, process="user",
-        upstream="tensorrt_llm/llmapi/llm.py (the version with TODO(TRTLLM-12869); commit not recorded)",
-        purpose="mRoPE length vs prompt, pads vs embedding rows, carried layout vs the prompt used"),
-    PatchSpec(
-        "ingress", "tensorrt_llm.executor.base_worker", "BaseWorker", ("_enqueue_request",), ("request",),
-        required=False, process="worker",
-        upstream="tensorrt_llm/executor/base_worker.py (recent; listing names 7b437aaa73bf5a44b1102aee5c631074da763b8f)",
-        purpose="mRoPE length vs prompt on the restored request, before it is enqueued"),
-    PatchSpec(
-        "slice", "tensorrt_llm._torch.pyexecutor.engine.runners.decoder.runner", "DecoderRunner",
-        ("_prepare_tp_inputs",), ("scheduled_requests",), required=False, process="worker",
-        upstream="tensorrt_llm/_torch/pyexecutor/engine/runners/decoder/runner.py @ 0ea8c1debd2aae24c7fceaf5474f0c627114cc6a",
-        purpose="shape-only pre-check of each context request's mRoPE ids before the unchecked slice"),
-    PatchSpec(
-        "slice", "tensorrt_llm._torch.pyexecutor.model_engine", "PyTorchModelEngine",
-        ("_prepare_tp_inputs",), ("scheduled_requests",), required=False, process="worker",
-        upstream="tensorrt_llm/_torch/pyexecutor/model_engine.py @ 1a0dc5f70054f66d892df6a964996fc5ead6f81e (older releases)",
-        purpose="the same pre-check where the slice lived before the runner refactor"),
+    # encoder side (_encoder.py); before BaseLLM._preprocess, so the encoder's _preprocess row records
+    # the engine's own function, never the admission wrapper, as its original
+    PatchSpec("tensorrt_llm.llmapi.mm_encoder", "MultimodalEncoder", (("generate_async", generate_async_wrapper),),
+              ("inputs",), required=True, process="user",
+              upstream="tensorrt_llm/llmapi/mm_encoder.py @ 83ab45a50d169b08e29e9bf2f46fc66b3838cc37"),
+    PatchSpec("tensorrt_llm.llmapi.mm_encoder", "MultimodalEncoder", (("_preprocess", preprocess_wrapper),),
+              ("inputs", "sampling_params", "disaggregated_params"), required=True, process="user",
+              upstream=_LLM),
+    # PD side (_admission.py)
+    PatchSpec("tensorrt_llm._torch.models.modeling_qwen3vl", "Qwen3VLInputProcessorBase",
+              (("build_disagg_prefill_multimodal_inputs", prefill_wrapper),
+               ("get_prompt_token_ids", get_prompt_token_ids_wrapper)),
+              ("inputs", "mm_handles"), required=True, process="user", covers_registered_overrides=True,
+              upstream=f"{_QWEN3VL} @ 002f3cc3d0554c4ebd530d1354f96e89666d93b8 "
+                       "(get_prompt_token_ids: @ f4faed18a1a35ff6a29c29e91650faa70a793bff)"),
+    PatchSpec("tensorrt_llm.llmapi.llm", "BaseLLM", (("_preprocess", admission_wrapper),),
+              ("inputs", "sampling_params", "disaggregated_params"), required=True, process="user", upstream=_LLM),
+    # executor worker (_worker.py)
+    PatchSpec("tensorrt_llm.executor.base_worker", "BaseWorker", (("_enqueue_request", enqueue_request_wrapper),),
+              ("request",), required=False, process="worker",
+              upstream="tensorrt_llm/executor/base_worker.py (recent; its listing names "
+                       "7b437aaa73bf5a44b1102aee5c631074da763b8f)"),
+    PatchSpec("tensorrt_llm._torch.pyexecutor.engine.runners.decoder.runner", "DecoderRunner",
+              (("_prepare_tp_inputs", prepare_tp_inputs_wrapper),), ("scheduled_requests",), required=False,
+              process="worker", upstream="tensorrt_llm/_torch/pyexecutor/engine/runners/decoder/runner.py @ "
+                                         "0ea8c1debd2aae24c7fceaf5474f0c627114cc6a"),
+    PatchSpec("tensorrt_llm._torch.pyexecutor.model_engine", "PyTorchModelEngine",
+              (("_prepare_tp_inputs", prepare_tp_inputs_wrapper),), ("scheduled_requests",), required=False,
+              process="worker", upstream="tensorrt_llm/_torch/pyexecutor/model_engine.py @ "
+                                         "1a0dc5f70054f66d892df6a964996fc5ead6f81e (before the runner refactor)"),
 )
 
 #: model modules that register Qwen3-VL-family processors; the zoo loads lazily, so install imports them
@@ -96,22 +97,25 @@ MODEL_MODULES: Tuple[Tuple[str, bool], ...] = (
 REGISTRY_MODULE = "tensorrt_llm.inputs.registry"
 
 
-@dataclass
+def wrapper_name(wrapper) -> str:
+    """``_admission.prefill_wrapper``: where a wrapper lives, for status() and doctor."""
+    return f"{wrapper.__module__.rpartition('.')[2]}.{wrapper.__name__}"
+
+
+@attrs.define
 class HookPoint:
     spec: PatchSpec
     #: ``"module:Qualname.attr"`` (the ledger key), or the spec's display name when unresolved
     key: str
     cls: Optional[type] = None
     attr: Optional[str] = None
+    #: the wrapper the row names for ``attr`` (the newest name's when unresolved)
+    wrapper: Optional[Callable] = None
     #: found | missing | drifted
     state: str = "missing"
     reason: str = ""
     #: for a drifted hook: (what mm-handoff expects, what the engine has)
     drift: Optional[tuple] = None
-
-    @property
-    def name(self) -> str:
-        return self.key
 
 
 def import_model_modules() -> dict:
@@ -145,7 +149,7 @@ def _check_callable(point: HookPoint, raw) -> HookPoint:
 
 
 def _resolve(spec: PatchSpec) -> HookPoint:
-    point = HookPoint(spec, spec.display)
+    point = HookPoint(spec, spec.display, wrapper=spec.hooks[0][1])
     try:
         module = importlib.import_module(spec.module)
     except Exception as exc:
@@ -155,19 +159,17 @@ def _resolve(spec: PatchSpec) -> HookPoint:
     if not isinstance(cls, type):
         point.reason = f"{spec.module} has no class {spec.qualname}"
         return point
-    for attr in spec.attrs:
+    for attr, wrapper in spec.hooks:
         owner, raw = find_owner(cls, attr)
         if owner is not None:
-            point.cls, point.attr, point.key = cls, attr, target_key(cls, attr)
+            point.cls, point.attr, point.key, point.wrapper = cls, attr, target_key(cls, attr), wrapper
             return _check_callable(point, _unwrap_ours(raw))
-    point.reason = f"{spec.module}:{spec.qualname} has none of {list(spec.attrs)}"
+    point.reason = f"{spec.module}:{spec.qualname} has none of {[attr for attr, _ in spec.hooks]}"
     return point
 
 
 def _unwrap_ours(raw):
     """Probe the engine's own function, not an mm-handoff wrapper already in place."""
-    from ._ledger import WRAPPER_MARK
-
     while getattr(raw, WRAPPER_MARK, None) is not None and hasattr(raw, "__wrapped__"):
         raw = raw.__wrapped__
     return raw
@@ -197,7 +199,7 @@ def _overrides(base_point: HookPoint) -> list:
             REGISTRY.resolve(cls)
         except HandoffError:
             continue  # another family's processor: not ours to wrap
-        point = HookPoint(base_point.spec, target_key(cls, base_point.attr), cls, base_point.attr)
+        point = HookPoint(base_point.spec, target_key(cls, base_point.attr), cls, base_point.attr, base_point.wrapper)
         rows.append(_check_callable(point, _unwrap_ours(vars(cls)[base_point.attr])))
     return rows
 

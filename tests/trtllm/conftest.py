@@ -1,20 +1,16 @@
 """Fixtures for the TensorRT-LLM glue tests, run against the stand-in (tests/stand_in).
 
-``engine`` puts the stand-in on ``sys.path`` and guarantees a clean engine for each test: mm-handoff
+``engine`` puts the stand-in on ``sys.path`` for that test only and guarantees a clean engine for each test: mm-handoff
 is uninstalled and every ``tensorrt_llm*`` module is purged before and after, so a test may
 monkeypatch stand-in classes freely and no patch leaks into the next test. Executor workers run
 in-process (``TLLM_WORKER_USE_SINGLE_PROCESS=1``) except in the subprocess tests.
 """
 
-import os
 import sys
 from types import SimpleNamespace
 
 import pytest
-
-sys.path.insert(0, os.path.dirname(__file__))
-
-from trtllm_helpers import STAND_IN_DIR  # noqa: E402
+from trtllm_helpers import STAND_IN_DIR
 
 
 def _purge_engine():

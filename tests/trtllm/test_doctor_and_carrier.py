@@ -1,23 +1,23 @@
-"""``mm-handoff doctor``, the version gate's parser, and the encoder's deferred stamping."""
+"""``mm-handoff doctor``, the version gate, and the encoder's deferred stamping."""
 
 import io
 
 import pytest
 
 import mm_handoff.trtllm as glue
-from mm_handoff.trtllm import _compat
-from mm_handoff.trtllm._encoder import _attach
+from mm_handoff.doctor import run_doctor
+from mm_handoff.trtllm._encoder import attach_stamp
+from mm_handoff.trtllm._lifecycle import version_in_range
 
 
 def test_doctor_lists_every_hook_point_and_exits_zero(engine):
     """With the stand-in: versions, every hook point with module:qualname, upstream fix 'no', exit 0."""
-    from mm_handoff.trtllm.doctor import run_doctor
-
     out = io.StringIO()
     assert run_doctor(None, out=out) == 0
     text = out.getvalue()
     assert "tensorrt_llm  1.3.0rc25" in text and "upstream fix  no" in text
-    assert "[   found] tensorrt_llm.llmapi.llm:BaseLLM._preprocess" in text
+    assert "[   found] tensorrt_llm.llmapi.llm:BaseLLM._preprocess  (_admission.admission_wrapper, user process, " \
+           "required)" in text
     glue.install()
     out = io.StringIO()
     assert run_doctor(None, out=out) == 0
@@ -28,8 +28,6 @@ def test_doctor_lists_every_hook_point_and_exits_zero(engine):
 def test_doctor_flags_a_drifted_hook(engine):
     """A drifted hook is printed with its reason and the exit code is 1."""
     from tensorrt_llm.executor.base_worker import BaseWorker
-
-    from mm_handoff.trtllm.doctor import run_doctor
 
     BaseWorker._enqueue_request = lambda self, req, result_wait_queue=None: None
     out = io.StringIO()
@@ -42,11 +40,15 @@ def test_doctor_flags_a_drifted_hook(engine):
     ("1.3.0rc25", True), ("1.2.0rc0", True), ("1.4.2", True), ("1.5.0rc1", False), ("1.5.0", False),
     ("1.1.9", False), ("1.2.0.dev3", False), ("1.3.0+cu129", True),
 ])
-def test_tiny_version_parser_agrees_with_packaging(version, expected):
-    """The fallback parser (no packaging) gives packaging's answers on TensorRT-LLM-style tags."""
-    clauses = ">= 1.2.0rc0, < 1.5"
-    assert _compat._tiny_in_range(version, clauses) is expected
-    assert _compat.version_in_range(version, "tensorrt_llm " + clauses) is expected
+def test_version_gate_on_tensorrt_llm_tags(version, expected):
+    """PEP 440 through packaging: pre-releases inside the range count, '< 1.5' excludes 1.5 pre-releases,
+    a local build tag is inside; the requirement's name is optional."""
+    assert version_in_range(version, "tensorrt_llm >= 1.2.0rc0, < 1.5") is expected
+    assert version_in_range(version, ">= 1.2.0rc0, < 1.5") is expected
+
+
+def test_unparsable_version_is_outside_every_range():
+    assert version_in_range("not-a-version", "tensorrt_llm >= 1.2.0rc0, < 1.5") is False
 
 
 def test_deferred_stamp_lands_when_the_response_arrives():
@@ -66,6 +68,6 @@ def test_deferred_stamp_lands_when_the_response_arrives():
             return "handled"
 
     out = Output()
-    _attach(out, {glue.LAYOUT_KEY: {"format": "x"}})
+    attach_stamp(out, {glue.LAYOUT_KEY: {"format": "x"}})
     assert out._handle_response({"ok": True}) == "handled"
     assert out.disaggregated_params.multimodal_embedding_handles[0][glue.LAYOUT_KEY] == {"format": "x"}

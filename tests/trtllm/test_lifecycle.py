@@ -7,7 +7,8 @@ import pytest
 
 import mm_handoff.trtllm as glue
 from mm_handoff.errors import EngineNotSupportedError, HandoffError
-from mm_handoff.trtllm._ledger import WRAPPER_MARK
+from mm_handoff.trtllm._ledger import WRAPPER_MARK, find_owner
+from trtllm_helpers import PROMPT, video_request
 
 
 def _targets():
@@ -19,7 +20,8 @@ def _targets():
     from tensorrt_llm.llmapi.llm import BaseLLM
     from tensorrt_llm.llmapi.mm_encoder import MultimodalEncoder
 
-    return [(MultimodalEncoder, "generate_async"), (Qwen3VLInputProcessorBase, "build_disagg_prefill_multimodal_inputs"),
+    return [(MultimodalEncoder, "generate_async"), (MultimodalEncoder, "_preprocess"),
+            (Qwen3VLInputProcessorBase, "build_disagg_prefill_multimodal_inputs"),
             (BaseLLM, "_preprocess"), (BaseWorker, "_enqueue_request"), (DecoderRunner, "_prepare_tp_inputs"),
             (PyTorchModelEngine, "_prepare_tp_inputs")]
 
@@ -29,14 +31,17 @@ def _raw(targets):
 
 
 def test_install_then_uninstall_restores_the_exact_originals(engine):
-    """Every hook point is wrapped, get_original returns the engine's function, uninstall puts it back."""
+    """Every hook point is wrapped, get_original returns the engine's function, uninstall puts it back
+    (MultimodalEncoder._preprocess is inherited from BaseLLM: wrapped on the subclass, deleted again)."""
     targets = _targets()
     before = _raw(targets)
+    effective = [find_owner(cls, attr)[1] for cls, attr in targets]
     report = glue.install()
     assert glue.is_installed() and report["installed"]
     assert {h["state"] for h in report["hooks"]} == {"patched"}
-    for (cls, attr), original in zip(targets, before):
+    for (cls, attr), original in zip(targets, effective):
         assert getattr(vars(cls)[attr], WRAPPER_MARK) == f"{cls.__module__}:{cls.__qualname__}.{attr}"
+        assert not hasattr(original, WRAPPER_MARK)
         assert glue.get_original((cls, attr)) is original
         assert glue.get_original(f"{cls.__module__}:{cls.__qualname__}.{attr}") is original
     glue.uninstall()
@@ -55,6 +60,7 @@ def test_install_twice_is_a_no_op(engine, caplog):
     assert report["policy"] == "raise"
     assert all(a is b for a, b in zip(_raw(targets), first))
     assert all(w.__wrapped__ is glue.get_original(t) for w, t in zip(first, targets))
+    assert all(not hasattr(w.__wrapped__, WRAPPER_MARK) for w in first)
 
 
 def test_concurrent_installs_patch_once(engine):
@@ -92,8 +98,9 @@ def test_inherited_method_is_deleted_not_set_on_uninstall(engine):
     assert glue.get_original((MultimodalEncoder, "generate_async")) is base_fn
     assert vars(BaseLLM)["generate_async"] is base_fn
     glue.uninstall()
-    assert "generate_async" not in vars(MultimodalEncoder)
+    assert "generate_async" not in vars(MultimodalEncoder) and "_preprocess" not in vars(MultimodalEncoder)
     assert MultimodalEncoder.generate_async is base_fn
+    assert MultimodalEncoder._preprocess is vars(BaseLLM)["_preprocess"]
 
 
 def test_foreign_wrapper_on_top_is_left_alone(deployment, caplog):
@@ -116,10 +123,9 @@ def test_foreign_wrapper_on_top_is_left_alone(deployment, caplog):
     from tensorrt_llm.llmapi.mm_encoder import MultimodalEncoder
 
     assert not hasattr(vars(MultimodalEncoder)["generate_async"], WRAPPER_MARK)  # the others were restored
+    assert MultimodalEncoder._preprocess is foreign  # the encoder's own row is gone: it inherits again
     dep = deployment()
     from tensorrt_llm.sampling_params import SamplingParams
-
-    from trtllm_helpers import PROMPT, video_request
 
     enc = dep.encoder.generate_async(video_request()).result()
     enc.disaggregated_params.mrope_position_ids_handle["tensor_size"] = [3, 1, 1]
@@ -141,7 +147,8 @@ def test_drifted_signature_refuses_naming_the_hook(engine):
     with pytest.raises(EngineNotSupportedError) as info:
         glue.install()
     message = str(info.value)
-    assert "tensorrt_llm.llmapi.llm:BaseLLM._preprocess" in message and "\n" not in message
+    # the first table row that reaches the drifted function: the encoder's, which inherits it from BaseLLM
+    assert "tensorrt_llm.llmapi.mm_encoder:MultimodalEncoder._preprocess" in message and "\n" not in message
     assert "('prompt', 'sampling_params', 'disaggregated_params')" in message
     assert "('inputs', 'sampling_params', 'disaggregated_params')" in message
     assert not glue.is_installed()
@@ -167,9 +174,9 @@ def test_older_release_get_prompt_token_ids_is_detected_and_wrapped(deployment):
     del cls.build_disagg_prefill_multimodal_inputs
     report = glue.install()
     key = "tensorrt_llm._torch.models.modeling_qwen3vl:Qwen3VLInputProcessorBase.get_prompt_token_ids"
-    assert {h["target"]: h["state"] for h in report["hooks"]}[key] == "patched"
+    hook = {h["target"]: h for h in report["hooks"]}[key]
+    assert hook["state"] == "patched" and hook["wrapper"] == "_admission.get_prompt_token_ids_wrapper"
     dep = deployment()
-    from trtllm_helpers import PROMPT, video_request
 
     enc = dep.encoder.generate_async(video_request()).result()
     ids, positions, lengths = dep.pd.input_processor.get_prompt_token_ids(
@@ -200,19 +207,27 @@ def test_upstream_fix_makes_install_stand_down(engine):
 
 
 def test_engine_modules_imported_before_or_after_install(engine):
-    """Classes imported before install are patched in place; modules imported after see the patches."""
+    """A class imported before install is patched in place; a module first imported after install (the
+    executor's worker, which install does not import) defines a subclass that inherits the wrapper, and
+    follows the original again after uninstall."""
+    import sys
+
     from tensorrt_llm.llmapi.llm import BaseLLM  # before
 
+    assert "tensorrt_llm.executor.worker" not in sys.modules
     glue.install()
-    from tensorrt_llm._torch.models import modeling_qwen3_5  # after (install already imported it)
-    from tensorrt_llm._torch.models.modeling_qwen3vl import Qwen3VLInputProcessorBase
-
     assert hasattr(vars(BaseLLM)["_preprocess"], WRAPPER_MARK)
-    from tensorrt_llm.inputs.registry import INPUT_PROCESSOR_REGISTRY
+    assert "tensorrt_llm.executor.worker" not in sys.modules  # install did not import it
+    from tensorrt_llm.executor.base_worker import BaseWorker
+    from tensorrt_llm.executor.worker import GenerationExecutorWorker  # after
 
-    assert INPUT_PROCESSOR_REGISTRY._input_processors_cls_by_model_type[modeling_qwen3_5.Qwen3_5VLModel] \
-        is Qwen3VLInputProcessorBase
-    assert hasattr(vars(Qwen3VLInputProcessorBase)["build_disagg_prefill_multimodal_inputs"], WRAPPER_MARK)
+    assert "_enqueue_request" not in vars(GenerationExecutorWorker)
+    assert GenerationExecutorWorker._enqueue_request is vars(BaseWorker)["_enqueue_request"]
+    assert getattr(GenerationExecutorWorker._enqueue_request, WRAPPER_MARK) == \
+        "tensorrt_llm.executor.base_worker:BaseWorker._enqueue_request"
+    glue.uninstall()
+    assert GenerationExecutorWorker._enqueue_request is glue.get_original((BaseWorker, "_enqueue_request"))
+    assert not hasattr(GenerationExecutorWorker._enqueue_request, WRAPPER_MARK)
 
 
 def test_status_without_install_reports_found_hooks(engine):
@@ -221,7 +236,14 @@ def test_status_without_install_reports_found_hooks(engine):
     assert report["installed"] is False and report["tensorrt_llm"] == "1.3.0rc25"
     assert report["upstream_fix_detected"] is False
     assert {h["state"] for h in report["hooks"]} == {"found"}
-    assert {h["kind"] for h in report["hooks"]} == {"encoder", "prefill", "admission", "ingress", "slice"}
+    assert [(h["target"].rpartition(":")[2], h["wrapper"]) for h in report["hooks"]] == [
+        ("MultimodalEncoder.generate_async", "_encoder.generate_async_wrapper"),
+        ("MultimodalEncoder._preprocess", "_encoder.preprocess_wrapper"),
+        ("Qwen3VLInputProcessorBase.build_disagg_prefill_multimodal_inputs", "_admission.prefill_wrapper"),
+        ("BaseLLM._preprocess", "_admission.admission_wrapper"),
+        ("BaseWorker._enqueue_request", "_worker.enqueue_request_wrapper"),
+        ("DecoderRunner._prepare_tp_inputs", "_worker.prepare_tp_inputs_wrapper"),
+        ("PyTorchModelEngine._prepare_tp_inputs", "_worker.prepare_tp_inputs_wrapper")]
 
 
 def test_bad_policy_is_refused_before_touching_anything(engine):

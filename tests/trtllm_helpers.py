@@ -1,4 +1,4 @@
-"""Helpers shared by the TensorRT-LLM glue tests (imported by name; conftest puts this folder on sys.path)."""
+"""Helpers shared by the TensorRT-LLM glue tests (a top-level module: pytest's ``pythonpath`` holds tests/)."""
 
 import os
 import subprocess
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 STAND_IN_DIR = REPO / "tests" / "stand_in"
 PROMPT = "<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>Describe.<|im_end|>\n"
 IMAGE_PROMPT = "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>What is it?<|im_end|>\n"

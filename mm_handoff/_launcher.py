@@ -3,7 +3,7 @@
 It writes a ``sitecustomize.py`` into a fresh private temporary directory, puts that directory first on
 ``PYTHONPATH``, sets ``MM_HANDOFF_AUTOINSTALL=1`` and ``exec``s the command. Every interpreter that
 inherits the environment (the server, spawned and MPI-started executor workers, their children) runs the
-start-up hook (:mod:`mm_handoff._startup`). A ``sitecustomize`` that was already on the path still
+start-up hook (:mod:`mm_handoff._startup`, next to this file). A ``sitecustomize`` that was already on the path still
 runs: the generated one chains to the next one it finds.
 """
 
@@ -14,8 +14,12 @@ import sys
 import tempfile
 from typing import List, Optional, Sequence
 
+from . import _env
+
 __all__ = ["run_command", "prepare_environment", "SITECUSTOMIZE"]
 
+#: the generated ``sitecustomize.py``; its switch reads the variable as :func:`mm_handoff._env.env_flag`
+#: does, inline, so an interpreter with the variable unset imports nothing of mm-handoff
 SITECUSTOMIZE = '''\
 """Written by `mm-handoff run`: install mm-handoff's TensorRT-LLM glue, then chain to the next sitecustomize."""
 import os as _os
@@ -23,7 +27,7 @@ import sys as _sys
 
 
 def _mm_handoff_startup():
-    if _os.environ.get("MM_HANDOFF_AUTOINSTALL", "").strip().lower() not in ("1", "true", "yes", "on"):
+    if _os.environ.get(__ENV__, "").strip().lower() not in __TRUTHY__:
         return
     try:
         import mm_handoff._startup
@@ -48,7 +52,7 @@ def _chain_next_sitecustomize():
 
 _mm_handoff_startup()
 _chain_next_sitecustomize()
-'''
+'''.replace("__ENV__", repr(_env.AUTOINSTALL)).replace("__TRUTHY__", repr(_env.TRUTHY))
 
 
 def _strip_separator(argv: Sequence[str]) -> List[str]:
@@ -66,7 +70,7 @@ def prepare_environment(environ: Optional[dict] = None) -> dict:
         f.write(SITECUSTOMIZE)
     existing = env.get("PYTHONPATH")
     env["PYTHONPATH"] = boot if not existing else boot + os.pathsep + existing
-    env["MM_HANDOFF_AUTOINSTALL"] = "1"
+    env[_env.AUTOINSTALL] = "1"
     return env
 
 

@@ -1,4 +1,4 @@
-"""``mm-handoff doctor``: versions, each hook point found or missing, patch status, upstream fix.
+"""``mm-handoff doctor``: versions, each TensorRT-LLM hook point found or missing, patch status, upstream fix.
 
 Exit code 0 when TensorRT-LLM is importable, in range and every required hook point is found (or
 upstream already has the fix); 1 otherwise. Nothing is patched by running it.
@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import sys
 
-from .._version import __version__
-from ._compat import SUPPORTED_VERSIONS, distribution_version, version_in_range
-from ._lifecycle import status
+from ._version import __version__
+from .trtllm._lifecycle import SUPPORTED_VERSIONS, distribution_version, status, version_supported
 
 __all__ = ["run_doctor", "doctor_report"]
 
 
 def doctor_report() -> dict:
+    """:func:`mm_handoff.trtllm.status` plus the versions around it and whether the engine's is in range."""
     report = status()
     report["mm_handoff"] = __version__
     report["transformers"] = distribution_version("transformers")
-    version = report.get("tensorrt_llm")
-    report["version_ok"] = bool(version) and all(version_in_range(version, r) for r in SUPPORTED_VERSIONS)
+    report["version_ok"] = version_supported(report.get("tensorrt_llm"))
     return report
 
 
@@ -29,29 +28,36 @@ def _ok(report: dict) -> bool:
         return False
     if report["upstream_fix_detected"]:
         return True
-    return all(h["state"] not in ("missing", "drifted") or not h["required"] for h in report["hooks"]) \
-        and not any(h["state"] == "drifted" for h in report["hooks"])
+    return not any(h["state"] == "drifted" or (h["state"] == "missing" and h["required"]) for h in report["hooks"])
+
+
+def _engine_line(report: dict) -> str:
+    out_of_range = "" if report["version_ok"] or not report["tensorrt_llm"] else "  -> OUT OF RANGE"
+    return (f"tensorrt_llm  {report['tensorrt_llm'] or 'not importable'}"
+            f"  (supported: {'; '.join(SUPPORTED_VERSIONS)}{out_of_range})")
 
 
 def run_doctor(args=None, *, out=None) -> int:
     out = out or sys.stdout
     report = doctor_report()
-    line = lambda text="": print(text, file=out)  # noqa: E731
+
+    def line(text=""):
+        print(text, file=out)
+
     line(f"mm_handoff    {report['mm_handoff']}")
-    line(f"tensorrt_llm  {report['tensorrt_llm'] or 'not importable'}"
-         f"  (supported: {'; '.join(SUPPORTED_VERSIONS)}{'' if report['version_ok'] or not report['tensorrt_llm'] else '  -> OUT OF RANGE'})")
+    line(_engine_line(report))
     line(f"transformers  {report['transformers'] or 'not installed'}")
     line(f"installed     {report['installed']}  (policy={report['policy']})")
     if report["engine_error"]:
         line(f"engine        {report['engine_error']}")
-    fix = report["upstream_fix_detected"]
-    line(f"upstream fix  {'yes: DisaggregatedParams.' + ', '.join(report['upstream_fix_fields']) + ' (mm-handoff stands down)' if fix else 'no'}")
+    fields = ", ".join(report["upstream_fix_fields"])
+    line(f"upstream fix  {f'yes: DisaggregatedParams.{fields} (mm-handoff stands down)' if fields else 'no'}")
     if report["hooks"]:
         line()
         line("hook points")
     for hook in report["hooks"]:
         need = "required" if hook["required"] else "optional"
-        line(f"  [{hook['state']:>8}] {hook['target']}  ({hook['kind']}, {hook['process']} process, {need})")
+        line(f"  [{hook['state']:>8}] {hook['target']}  ({hook['wrapper']}, {hook['process']} process, {need})")
         if hook["reason"]:
             line(f"             {hook['reason']}")
     for key in report["left_in_place"]:

@@ -1,0 +1,266 @@
+"""The PD side admits a request: ``BaseLLM._preprocess`` and the prefill method it calls.
+
+``BaseLLM._preprocess`` (``tensorrt_llm/llmapi/llm.py``) calls the input processor's
+``build_disagg_prefill_multimodal_inputs`` (older releases: ``get_prompt_token_ids``) for a request
+that carries embedding handles. Stock TensorRT-LLM re-tokenizes the text prompt there and expands
+each placeholder into one pad run (no timestamps, no per-group markers).
+
+:func:`prefill_wrapper` answers from the encoder's layout when the handles carry it, accepted through
+:func:`mm_handoff.accept.accept_layout` (decode, skew, grids, handles vs layout, this request's own
+prompt). Otherwise the policy decides: ``rebuild`` rebuilds the exact ids from the prompt + the carried
+grids and video metadata; ``raise`` raises a typed error naming the field; ``fallback`` keeps the stock
+result with a warning. A request without video keeps the stock result when nothing is carried: for
+images the stock ids equal the aggregated ones.
+
+:func:`admission_wrapper` then checks what ``_preprocess`` produced (mRoPE length, pads vs embedding
+rows, the layout used vs the prompt used). The two share one :class:`_Admission` per request through a
+:class:`contextvars.ContextVar` of this module: the prefill method cannot see the request.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+from typing import Optional
+
+import attrs
+import numpy as np
+
+from ..accept import accept_layout, call_adapter
+from ..checks import check_mrope_slice, shape_of
+from ..errors import AdapterNotFoundError, EmbeddingCountError, HandoffError
+from ..policy import Policy
+from ._carrier import (
+    FALLBACK,
+    GRIDS_KEY,
+    LAYOUT_KEY,
+    VIDEO_METADATA_KEY,
+    adapter_for,
+    adapter_value,
+    carried,
+    embedding_handles,
+    enforce,
+    find_multimodal_params,
+    handle_rows,
+    mrope_ids_of,
+    request_label,
+)
+
+__all__ = ["admission_wrapper", "prefill_wrapper", "get_prompt_token_ids_wrapper", "check_admission",
+           "disagg_prefill_inputs"]
+
+
+@attrs.define
+class _Admission:
+    """What the prefill point tells admission about one request."""
+
+    #: the layout the prefill point answered with, and the adapter that accepted (or rebuilt) it
+    layout: object = None
+    adapter: object = None
+    #: a prefill call is running (an override calling ``super()``: the outer call decides)
+    in_prefill: bool = False
+
+
+_CURRENT: contextvars.ContextVar[Optional[_Admission]] = contextvars.ContextVar("mm_handoff_admission",
+                                                                                 default=None)
+
+
+# ------------------------------------------------------------------------------------ admission
+def admission_wrapper(wrapped, llm, args, kwargs, *, policy: Policy):
+    """``BaseLLM._preprocess``: run it, then check what it produced against what travelled."""
+    dp = args[2] if len(args) > 2 else kwargs.get("disaggregated_params")
+    label = request_label(dp)
+    state = _Admission()
+    token = _CURRENT.set(state)
+    try:
+        result = wrapped(*args, **kwargs)
+    except HandoffError as exc:  # raised at the prefill point, which cannot see the request
+        raise exc.with_request(label)
+    finally:
+        _CURRENT.reset(token)
+    try:
+        check_admission(getattr(llm, "input_processor", None), result, dp, state, request_id=label)
+    except HandoffError as exc:
+        enforce(policy, exc.with_request(label), where="admission (BaseLLM._preprocess)")
+    return result
+
+
+def check_admission(processor, result, disaggregated_params, state: _Admission, *, request_id=None) -> None:
+    """mRoPE length vs prompt, pads vs embedding rows, and the layout the prefill point used (else the
+    carried one) vs the prompt actually used. Shapes come from handle dicts: nothing is rebuilt."""
+    if not isinstance(result, tuple) or not result or result[0] is None:
+        return
+    prompt_ids = result[0]
+    mrope = mrope_ids_of(getattr(find_multimodal_params(result), "multimodal_data", None))
+    if mrope is None:
+        mrope = getattr(disaggregated_params, "mrope_position_ids_handle", None)
+    handles = embedding_handles(disaggregated_params)
+    if mrope is None and handles is None:
+        return
+    if handles is None and len(prompt_ids) <= 1:
+        return  # encoder-decoder placeholder prompt ([0]); nothing to compare
+    mrope_shape = None if mrope is None else shape_of(mrope, request_id=request_id)
+    layout, adapter = state.layout, state.adapter
+    if layout is None and handles is not None and LAYOUT_KEY in carried(handles):
+        layout, adapter = carried(handles)[LAYOUT_KEY], _known_adapter(processor, request_id)
+    if layout is not None and adapter is not None:
+        accept_layout(layout, adapter, embeddings=handles, prompt_token_ids=prompt_ids,
+                      mrope_position_ids=mrope_shape, request_id=request_id)
+        return
+    if mrope_shape is not None:
+        check_mrope_slice(mrope_shape, len(prompt_ids), request_id=request_id)
+    adapter = _known_adapter(processor, request_id) if handles is not None else None
+    if adapter is not None:
+        spec = adapter_value(adapter, "spec", request_id=request_id)
+        found = int(np.count_nonzero(np.isin(np.asarray(prompt_ids), [spec.image_pad, spec.video_pad])))
+        rows = sum(handle_rows(handles, request_id=request_id))
+        if found != rows:
+            raise EmbeddingCountError("prompt_token_ids (image/video pads)",
+                                      f"{rows} (rows of the encoder's embedding handles)", found,
+                                      request_id=request_id)
+
+
+def _known_adapter(processor, request_id):
+    try:
+        return adapter_for(processor, request_id=request_id)
+    except AdapterNotFoundError:  # not a family mm-handoff knows: only generic checks apply
+        return None
+
+
+# -------------------------------------------------------------------------------- prefill point
+def prefill_wrapper(wrapped, processor, args, kwargs, *, policy: Policy):
+    """``Qwen3VLInputProcessorBase.build_disagg_prefill_multimodal_inputs`` (see the module doc)."""
+    return _prefill_call(wrapped, processor, args, kwargs, policy, _prefill_inputs)
+
+
+def get_prompt_token_ids_wrapper(wrapped, processor, args, kwargs, *, policy: Policy):
+    """The same hook point under its older name, ``get_prompt_token_ids``, which returned
+    ``(ids, positions, lengths)``."""
+    return _prefill_call(wrapped, processor, args, kwargs, policy, _prompt_token_ids_tuple)
+
+
+def _prefill_inputs(layout, wrapped):
+    func = getattr(wrapped, "__func__", wrapped)
+    cls = getattr(func, "__globals__", {}).get("DisaggPrefillMultimodalInputs")
+    if cls is None:
+        from tensorrt_llm.inputs.multimodal import DisaggPrefillMultimodalInputs as cls
+    return disagg_prefill_inputs(layout, cls)
+
+
+def _prompt_token_ids_tuple(layout, wrapped):
+    return layout.token_id_list(), layout.multimodal_positions, layout.multimodal_lengths
+
+
+def disagg_prefill_inputs(layout, result_class):
+    """The prefill method's return value built from a layout (same values as the aggregated path)."""
+    kwargs = layout.to_disagg_prefill_inputs()
+    if dataclasses.is_dataclass(result_class):
+        names = {f.name for f in dataclasses.fields(result_class)}
+        kwargs = {k: v for k, v in kwargs.items() if k in names}
+    return result_class(**kwargs)
+
+
+def _prefill_call(wrapped, processor, args, kwargs, policy, as_result):
+    state = _CURRENT.get()
+    if state is not None and state.in_prefill:  # an override calling super(): the outer call decides
+        return wrapped(*args, **kwargs)
+    token = None
+    if state is None:  # called outside BaseLLM._preprocess: nothing to tell admission
+        state = _Admission()
+        token = _CURRENT.set(state)
+    state.in_prefill = True
+    try:
+        layout, adapter, result = _prefill(wrapped, processor, args, kwargs, policy, as_result)
+        state.layout, state.adapter = layout, adapter
+        return result
+    finally:
+        state.in_prefill = False
+        if token is not None:
+            _CURRENT.reset(token)
+
+
+def _prefill(wrapped, processor, args, kwargs, policy, as_result):
+    """``(layout used or None, its adapter, the method's result)``."""
+    inputs = args[0] if args else kwargs.get("inputs")
+    mm_handles = args[1] if len(args) > 1 else kwargs.get("mm_handles")
+    found = carried(mm_handles, inputs)
+    try:
+        adapter = adapter_for(processor)
+    except HandoffError as exc:  # a family adapter that cannot be built: nothing to check with
+        enforce(policy, exc, where="prefill (family adapter)")
+        return None, None, wrapped(*args, **kwargs)
+
+    def rebuild():
+        layout, used = _rebuild(processor, adapter, inputs, mm_handles, found)
+        return layout, used, as_result(layout, wrapped)
+
+    can_rebuild = GRIDS_KEY in found
+    if LAYOUT_KEY in found:
+        try:
+            layout = accept_layout(found[LAYOUT_KEY], adapter, embeddings=mm_handles,
+                                   prompt_token_ids=_own_prompt(processor, inputs))
+        except HandoffError as exc:
+            out = enforce(policy, exc, where="prefill (carried layout)", rebuild=rebuild if can_rebuild else None)
+            return (None, None, wrapped(*args, **kwargs)) if out is FALLBACK else out
+        return layout, adapter, as_result(layout, wrapped)
+    if can_rebuild and policy is Policy.REBUILD:
+        return rebuild()
+    stock = wrapped(*args, **kwargs)
+    if not _has_video(stock, adapter):
+        return None, None, stock
+    error = HandoffError(f"multimodal_embedding_handles[0][{LAYOUT_KEY!r}]",
+                         "the encoder's layout (install mm_handoff.trtllm on the encoder side)", "absent",
+                         hint="a video prompt rebuilt from text has no timestamps and one pad run per video")
+    out = enforce(policy, error, where="prefill (no carried layout)", rebuild=rebuild if can_rebuild else None)
+    return (None, None, stock) if out is FALLBACK else out
+
+
+def _own_prompt(processor, inputs):
+    """This request's prompt ids, expanded or not; None when the request carries neither ids nor text.
+
+    A text prompt is tokenized as upstream's prefill method does it:
+    ``self.tokenizer(prompt, return_tensors="pt").input_ids[0]`` (``modeling_qwen3vl.py``).
+    """
+    if not isinstance(inputs, dict):
+        return None
+    ids = inputs.get("prompt_token_ids")
+    if ids is not None:
+        return np.asarray(ids)
+    text = inputs.get("prompt")
+    if not text:
+        return None
+    out = processor.tokenizer(text, return_tensors="pt").input_ids[0]
+    return np.asarray(out.tolist() if hasattr(out, "tolist") else out)
+
+
+def _rebuild(processor, adapter, inputs, mm_handles, found):
+    """The exact aggregated layout from the prompt, the carried grids and the video metadata."""
+    grids = found.get(GRIDS_KEY)
+    if not isinstance(grids, dict):
+        raise HandoffError(f"multimodal_embedding_handles[0][{GRIDS_KEY!r}]",
+                           "the encoder's grids (and video metadata) to rebuild from", grids,
+                           hint="policy=rebuild needs them; the encoder stamps them")
+    prompt = _own_prompt(processor, inputs)
+    if prompt is None:
+        raise HandoffError("inputs['prompt']", "the text prompt (to rebuild the layout from)", None)
+    convention = grids.get("convention")
+    if convention is not None and convention != adapter_value(adapter, "convention"):
+        adapter = adapter_for(processor, convention=convention)  # the encoder's processor convention
+    layout = call_adapter(adapter, "rebuild_layout", prompt, image_grid_thw=grids.get("image_grid_thw"),
+                          video_grid_thw=grids.get("video_grid_thw"), video_metadata=found.get(VIDEO_METADATA_KEY),
+                          mrope=False)
+    return accept_layout(layout, adapter, embeddings=mm_handles), adapter
+
+
+def _has_video(result, adapter) -> bool:
+    types = getattr(result, "item_types", None)
+    if types is not None:
+        return 1 in types
+    ids = getattr(result, "prompt_token_ids", None)
+    if ids is None and isinstance(result, tuple) and result:
+        ids = result[0]
+    try:
+        video_pad = adapter_value(adapter, "spec").video_pad
+    except (HandoffError, AttributeError):
+        return True
+    return ids is not None and video_pad in np.asarray(ids)
