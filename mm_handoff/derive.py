@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from .errors import GridMismatchError
-from .layout import IMAGE, VIDEO, HandoffLayout, MultimodalItem, PlaceholderRun, readonly_ids
+from .layout import IMAGE, VIDEO, HandoffLayout, item_from_arrays, readonly_ids
 from .spec import TokenSpec, item_lengths, normalize_grids
 
 __all__ = ["derive_layout"]
@@ -49,50 +49,40 @@ def _split_runs(ids: np.ndarray, pad: int, lengths: list, modality: str, request
     run_of = np.searchsorted(run_cum, piece_start, side="right")
     offsets = starts[run_of] + (piece_start - (run_cum[run_of] - run_len[run_of]))
     piece_len = cuts - piece_start
-    bounds = np.searchsorted(piece_start, np.concatenate(([0], item_cum)))
-    pos_l, len_l, b = offsets.tolist(), piece_len.tolist(), bounds.tolist()
-    return [[PlaceholderRun(pos_l[j], len_l[j]) for j in range(b[k], b[k + 1])] for k in range(len(lengths))]
+    bounds = np.searchsorted(piece_start, np.concatenate(([0], item_cum))).tolist()
+    return [(offsets[bounds[k]:bounds[k + 1]], piece_len[bounds[k]:bounds[k + 1]]) for k in range(len(lengths))]
 
 
-def _timestamps(ids: np.ndarray, spec: TokenSpec, runs: list):
-    """``(seconds, spans)`` of the ``<t seconds>`` text before each group; ``(None, None)`` when any
-    group lacks one.
+def _timestamps(ids: np.ndarray, spec: TokenSpec, offsets: np.ndarray):
+    """``(seconds, span starts, span ends)`` of the ``<t seconds>`` text before each group; ``None``
+    when any group lacks one.
 
     The text is ``<`` + integer digits + ``.`` + one digit + `` seconds`` + ``>``, right before the
     group's ``<|vision_start|>`` (what the processor prints with ``:.1f``). One gather takes the 13
-    tokens ending at each group's marker; a short scan per group reads them. The value is
-    ``(integer * 10 + tenth) / 10``, the double nearest the printed text.
+    tokens ending at each group's marker (one row per group); column tests read them all at once.
+    The value is ``(integer * 10 + tenth) / 10``, the double nearest the printed text.
     """
     vocab = spec.timestamps
-    if vocab is None or not runs:
-        return None, None
-    digit = {d: i for i, d in enumerate(vocab.digits)}
-    marker = np.fromiter((r.offset - 1 for r in runs), dtype=np.int64, count=len(runs))
+    if vocab is None or not offsets.shape[0]:
+        return None
+    marker = offsets.astype(np.int64) - 1
     pos = marker[:, None] - np.arange(_MAX_TS_TOKENS, -1, -1)[None, :]
-    windows = np.where(pos >= 0, ids[np.maximum(pos, 0)], -1).tolist()
-    tail = [spec.vision_start, vocab.close, vocab.seconds]
-    values, spans = [], []
-    for e, w in zip(marker.tolist(), windows):
-        if w[-1:-4:-1] != tail or w[-5] != vocab.dot:
-            return None, None
-        j = len(w) - 6
-        while j >= 0 and w[j] != vocab.open:
-            j -= 1
-        if j < 0 or j + 1 == len(w) - 5:  # no '<', or no integer digit
-            return None, None
-        acc = 0
-        for t in w[j + 1:-3]:  # integer digits, the dot, the tenth
-            d = digit.get(t)
-            if d is None:
-                if t != vocab.dot:
-                    return None, None
-                continue
-            acc = acc * 10 + d
-        if w[j + 1:-3].count(vocab.dot) != 1:
-            return None, None
-        values.append(acc / 10)
-        spans.append((e - _MAX_TS_TOKENS + j, e))
-    return values, spans
+    w = np.where(pos >= 0, ids[np.maximum(pos, 0)], -1)  # (groups, 13); column 12 is the marker
+    digits = np.asarray(vocab.digits, dtype=np.int64)
+    order = np.argsort(digits, kind="stable")
+    slot = np.minimum(np.searchsorted(digits[order], w), digits.shape[0] - 1)
+    is_digit = digits[order][slot] == w
+    value = np.where(is_digit, order[slot], 0)
+    tail = (w[:, 12] == spec.vision_start) & (w[:, 11] == vocab.close) & (w[:, 10] == vocab.seconds) \
+        & (w[:, 8] == vocab.dot) & is_digit[:, 9]
+    cols = np.arange(8)
+    opens = np.where(w[:, :8] == vocab.open, cols, -1).max(axis=1)  # the last '<' before the dot
+    integer = cols[None, :] > opens[:, None]
+    ok = tail & (opens >= 0) & (opens < 7) & (is_digit[:, :8] | ~integer).all(axis=1)
+    if not bool(ok.all()):
+        return None
+    acc = (value[:, :8] * np.where(integer, 10 ** (7 - cols), 0)).sum(axis=1) * 10 + value[:, 9]
+    return acc / 10, marker - _MAX_TS_TOKENS + opens, marker
 
 
 def derive_layout(
@@ -114,13 +104,13 @@ def derive_layout(
     groups = []
     for modality, pad, grids in ((IMAGE, spec.image_pad, image_grids), (VIDEO, spec.video_pad, video_grids)):
         runs_per_item = _split_runs(ids, pad, item_lengths(grids, spec.merge_size), modality, request_id)
-        for grid, runs in zip(grids, runs_per_item):
-            groups.append((runs[0].offset, modality, grid, runs))
+        for grid, (offsets, lengths) in zip(grids, runs_per_item):
+            groups.append((int(offsets[0]), modality, grid, offsets, lengths))
     groups.sort(key=lambda g: g[0])
     items = []
-    for _, modality, grid, runs in groups:
-        ts, spans = _timestamps(ids, spec, runs) if modality == VIDEO else (None, None)
-        items.append(MultimodalItem(modality, tuple(runs), sum(r.length for r in runs), grid, ts, spans))
+    for _, modality, grid, offsets, lengths in groups:
+        stamps = _timestamps(ids, spec, offsets) if modality == VIDEO else None
+        items.append(item_from_arrays(modality, offsets, lengths, grid, *(stamps or ())))
     positions = delta = None
     if mrope:
         from .mrope import mrope_positions

@@ -40,13 +40,14 @@ import numpy as np
 
 from . import wire
 from .errors import LayoutError, WireChecksumError
-from .layout_checks import (as_int, check_items_against_spec, check_mrope_len, check_pads, check_runs, check_spans,
+from .layout_checks import (CheckedRuns, as_int, check_items_against_spec, checked_seconds, checked_spans, run_arrays, check_mrope_len, check_pads, check_runs, check_spans,
                             item_post_init, mrope_array, one_of, optional_int, optional_spans, optional_timestamps, run_field, runs_tuple,
                             grid_tuple, valid_family, valid_items, valid_spec, valid_digest)
 from .spec import CONVENTIONS, TokenSpec
 from .tokens import readonly_ids
 
-__all__ = ["PlaceholderRun", "MultimodalItem", "HandoffLayout", "IMAGE", "VIDEO", "readonly_ids"]
+__all__ = ["PlaceholderRun", "MultimodalItem", "HandoffLayout", "IMAGE", "VIDEO", "readonly_ids", "runs_from_arrays",
+           "item_from_arrays"]
 
 IMAGE = "image"
 VIDEO = "video"
@@ -65,6 +66,48 @@ class PlaceholderRun:
     @property
     def end(self) -> int:
         return self.offset + self.length
+
+
+_NEW = object.__new__
+
+
+def runs_from_arrays(offsets, lengths) -> CheckedRuns:
+    """An item's runs from two integer arrays, checked in one vectorised pass (offsets >= 0,
+    lengths >= 1, as ``PlaceholderRun``'s validators require) instead of one validator call per
+    run: the derivation and the wire decoder build hundreds of runs per request."""
+    off, ln = np.asarray(offsets), np.asarray(lengths)
+    if off.ndim != 1 or off.shape != ln.shape or (off.size and (off.dtype.kind not in "iu"
+                                                              or ln.dtype.kind not in "iu")):
+        raise LayoutError("MultimodalItem.runs", "integer offsets and lengths of one length", (off, ln))
+    if off.size and (int(off.min()) < 0 or int(ln.min()) < 1):
+        k = int(np.flatnonzero((off < 0) | (ln < 1))[0])
+        raise LayoutError("PlaceholderRun.offset" if off[k] < 0 else "PlaceholderRun.length",
+                          "an int >= 0 (offset) and >= 1 (length)", (int(off[k]), int(ln[k])))
+    set_offset, set_length = _SLOT_OFFSET.__set__, _SLOT_LENGTH.__set__
+    runs = []
+    for o, n in zip(off.tolist(), ln.tolist()):
+        run = _NEW(PlaceholderRun)
+        set_offset(run, o)
+        set_length(run, n)
+        runs.append(run)
+    out = CheckedRuns(runs)
+    out.offsets = _readonly(off.astype(np.int64))
+    out.lengths = _readonly(ln.astype(np.int64))
+    out.total = int(out.lengths.sum())
+    return out
+
+
+_SLOT_OFFSET = PlaceholderRun.__dict__["offset"]
+_SLOT_LENGTH = PlaceholderRun.__dict__["length"]
+
+
+def item_from_arrays(modality: str, offsets, lengths, grid, seconds=None, span_starts=None, span_ends=None):
+    """A :class:`MultimodalItem` from arrays (see :func:`runs_from_arrays`); every check still runs."""
+    runs = runs_from_arrays(offsets, lengths)
+    ts = spans = None
+    if seconds is not None:
+        ts, spans = checked_seconds(seconds), checked_spans(span_starts, span_ends)
+    return MultimodalItem(modality, runs, runs.total, grid, ts, spans)
 
 
 @attrs.frozen
@@ -181,8 +224,9 @@ class HandoffLayout:
 
     @property
     def multimodal_lengths(self) -> list:
-        """Pads per item: the aggregated path counts only pad tokens, never the markers."""
-        return [sum(r.length for r in item.runs) for item in self.items]
+        """Pads per item: the aggregated path counts only pad tokens, never the markers (= the item's
+        rows: its construction checks that its runs sum to them)."""
+        return [item.embedding_length for item in self.items]
 
     @property
     def multimodal_embedding_lengths(self) -> list:
@@ -211,8 +255,9 @@ class HandoffLayout:
 
     def _flat(self):
         def build():
-            pos = [r.offset for r in self.runs]
-            lens = [r.length for r in self.runs]
+            pairs = [run_arrays(item.runs) for item in self.items]
+            pos = np.concatenate([p[0] for p in pairs]).tolist()
+            lens = np.concatenate([p[1] for p in pairs]).tolist()
             cu = [0]
             for item in self.items:
                 cu.append(cu[-1] + len(item.runs))
@@ -257,9 +302,8 @@ class HandoffLayout:
     def to_wire(self) -> dict:
         """JSON-safe, checksummed form (:mod:`mm_handoff.wire`); mRoPE ids are not shipped."""
         values, counts = self.rle()
-        items = tuple(wire.WireItem(item.modality, item.grid_thw, tuple(r.offset for r in item.runs),
-                                    tuple(r.length for r in item.runs), item.timestamps, item.timestamp_spans)
-                      for item in self.items)
+        items = tuple(wire.WireItem(item.modality, item.grid_thw, *run_arrays(item.runs), item.timestamps,
+                                    item.timestamp_spans) for item in self.items)
         return wire.encode(wire.WireContent(
             family=self.family, convention=self.convention, tokenizer_digest=self.tokenizer_digest,
             spec=self.spec, values=values, counts=counts, items=items,
@@ -274,8 +318,12 @@ class HandoffLayout:
         broken invariant; content altered in transit raises :class:`WireChecksumError`.
         """
         content = wire.decode(obj, limits=limits, request_id=request_id)
-        items = tuple(MultimodalItem(w.modality, tuple(zip(w.offsets, w.lengths)), sum(w.lengths), w.grid_thw,
-                                     w.timestamps, w.spans) for w in content.items)
+        try:
+            items = tuple(item_from_arrays(w.modality, w.offsets, w.lengths, w.grid_thw, w.timestamps,
+                                           *((w.spans[:, 0], w.spans[:, 1]) if w.spans is not None else ()))
+                          for w in content.items)
+        except LayoutError as exc:
+            raise exc.with_request(request_id)
         try:
             layout = cls.from_rle(content.values, content.counts, items, content.spec, family=content.family,
                                   convention=content.convention, mrope_position_delta=content.mrope_position_delta,
@@ -334,10 +382,12 @@ def _fingerprint(layout: HandoffLayout, include_mrope: bool) -> str:
     h.update(np.ascontiguousarray(counts, dtype="<i4").tobytes())
     for item in layout.items:
         h.update(repr((item.modality, item.grid_thw, item.embedding_length, item.timestamps is None)).encode())
-        h.update(np.asarray([(r.offset, r.length) for r in item.runs], dtype="<i8").tobytes())
+        h.update(np.column_stack(run_arrays(item.runs)).astype("<i8").tobytes())  # (offset, length) pairs
         if item.timestamps is not None:
             h.update(np.asarray(item.timestamps, dtype="<f8").tobytes())
-            h.update(np.asarray(item.timestamp_spans, dtype="<i8").tobytes())
+            spans = item.timestamp_spans
+            h.update((np.column_stack((spans.starts, spans.ends)) if hasattr(spans, "starts") else
+                      np.asarray(spans)).astype("<i8").tobytes())
     if include_mrope and layout.mrope_position_ids is not None:
         h.update(b"mrope")
         h.update(np.ascontiguousarray(layout.mrope_position_ids, dtype="<i8").tobytes())

@@ -16,7 +16,7 @@ from .errors import LayoutError, MropeLengthError
 from .spec import TokenSpec, strict_int
 
 __all__ = [
-    "as_int", "run_field", "optional_int", "one_of", "runs_tuple", "grid_tuple", "optional_timestamps", "optional_spans", "item_post_init",
+    "CheckedRuns", "CheckedSeconds", "CheckedSpans", "checked_seconds", "checked_spans", "run_arrays", "as_int", "run_field", "optional_int", "one_of", "runs_tuple", "grid_tuple", "optional_timestamps", "optional_spans", "item_post_init",
     "valid_items", "valid_spec", "valid_family", "valid_digest", "mrope_array", "check_items_against_spec",
     "check_runs", "check_pads", "check_spans", "check_mrope_len",
 ]
@@ -24,6 +24,8 @@ __all__ = [
 
 def as_int(value):
     """An int for ints and integral numbers (numpy ints, 0-d tensors, 4.0); anything else unchanged."""
+    if type(value) is int:  # the common case, before strict_int's type ladder
+        return value
     try:
         return strict_int(value)
     except (TypeError, ValueError, OverflowError):
@@ -37,6 +39,8 @@ def _is_int(value) -> bool:
 def run_field(low: int):
     """Validator: an int >= ``low``."""
     def check(instance, attribute, value) -> None:
+        if type(value) is int and value >= low:
+            return
         if not _is_int(value) or value < low:
             raise LayoutError(f"{type(instance).__name__}.{attribute.name}", f"an int >= {low}", value)
     return check
@@ -56,9 +60,64 @@ def one_of(choices, prefix: str = ""):
     return check
 
 
+class CheckedRuns(tuple):
+    """Runs built in one batch from integer arrays already checked (offsets >= 0, lengths >= 1; see
+    ``layout.runs_from_arrays``): the item's converter keeps them as they are, and their arrays ride
+    along (``offsets``, ``lengths``: read-only int64; ``total``) so layout checks stay vectorised."""
+
+
+class CheckedSeconds(tuple):
+    """Timestamps already checked in one vectorised pass (:func:`checked_seconds`)."""
+
+
+class CheckedSpans(tuple):
+    """Timestamp spans already checked in one vectorised pass (:func:`checked_spans`)."""
+
+
+def _readonly(arr: np.ndarray) -> np.ndarray:
+    arr.flags.writeable = False
+    return arr
+
+
+def run_arrays(runs) -> tuple:
+    """``(offsets, lengths)`` of an item's runs as read-only int64 arrays (kept on checked runs)."""
+    if type(runs) is CheckedRuns:
+        return runs.offsets, runs.lengths
+    n = len(runs)
+    off = np.fromiter((r.offset for r in runs), dtype=np.int64, count=n)
+    ln = np.fromiter((r.length for r in runs), dtype=np.int64, count=n)
+    return _readonly(off), _readonly(ln)
+
+
+def checked_seconds(seconds) -> CheckedSeconds:
+    """Timestamps from a float array in one vectorised pass, with :func:`optional_timestamps`' rule."""
+    t = np.asarray(seconds)
+    if t.ndim != 1 or (t.size and t.dtype.kind != "f"):
+        raise LayoutError("MultimodalItem.timestamps", "an array of seconds", t)
+    ok = np.isfinite(t) & (t >= 0)
+    ok &= np.round(np.where(ok, t, 0) * 10) / 10 == t  # what ``<{t:.1f} seconds>`` prints
+    if not bool(ok.all()):
+        g = int(np.flatnonzero(~ok)[0])
+        raise LayoutError(f"MultimodalItem.timestamps[{g}]", "a non-negative number with one decimal, as printed",
+                          float(t[g]))
+    return CheckedSeconds(t.tolist())
+
+
+def checked_spans(starts, ends) -> CheckedSpans:
+    """Spans ``(start, end)`` from two integer arrays of one length."""
+    s, e = np.asarray(starts), np.asarray(ends)
+    if s.ndim != 1 or s.shape != e.shape or (s.size and (s.dtype.kind not in "iu" or e.dtype.kind not in "iu")):
+        raise LayoutError("MultimodalItem.timestamp_spans", "int pairs (start, end)", (s, e))
+    out = CheckedSpans(zip(s.tolist(), e.tolist()))
+    out.starts, out.ends = s, e
+    return out
+
+
 def runs_tuple(run_class):
     """Converter: runs as a tuple of ``run_class``; ``(offset, length)`` pairs are accepted."""
     def convert(value) -> tuple:
+        if type(value) is CheckedRuns:
+            return value
         try:
             items = tuple(value)
         except TypeError:
@@ -88,8 +147,8 @@ def grid_tuple(value) -> tuple:
 
 def optional_timestamps(value):
     """Converter + check: ``None`` or finite, non-negative seconds with one decimal, as printed."""
-    if value is None:
-        return None
+    if value is None or type(value) is CheckedSeconds:
+        return value
     out = []
     for g, t in enumerate(value):
         if isinstance(t, bool) or not isinstance(t, (int, float, np.integer, np.floating)):
@@ -104,8 +163,8 @@ def optional_timestamps(value):
 
 def optional_spans(value):
     """Converter + check: ``None`` or half-open ``(start, end)`` int pairs."""
-    if value is None:
-        return None
+    if value is None or type(value) is CheckedSpans:
+        return value
     out = []
     for g, span in enumerate(value):
         pair = tuple(as_int(v) for v in span) if isinstance(span, (tuple, list)) else span
@@ -119,7 +178,7 @@ def item_post_init(item, image: str) -> None:
     """An item's own invariants: runs present and summing to its rows; timestamps for video groups only."""
     if not item.runs:
         raise LayoutError("MultimodalItem.runs", "at least one pad run", 0)
-    total = sum(r.length for r in item.runs)
+    total = item.runs.total if type(item.runs) is CheckedRuns else sum(r.length for r in item.runs)
     if total != item.embedding_length:
         raise LayoutError("MultimodalItem.runs", f"run lengths summing to embedding_length {item.embedding_length}",
                           total)
@@ -193,23 +252,28 @@ def check_items_against_spec(items, merge: int) -> None:
 
 
 def check_runs(items, n: int, modalities) -> tuple:
-    """Runs inside the prompt, sorted and disjoint (one pass); returns per-modality bounds, lengths, indices."""
-    bounds = {m: [] for m in modalities}
-    lengths = {m: [] for m in modalities}
-    index = {m: [] for m in modalities}
-    prev_end, k = 0, 0
-    for item in items:
-        for r in item.runs:
-            o, ln = r.offset, r.length
-            if o + ln > n:
-                raise LayoutError(f"runs[{k}]", f"inside the prompt [0, {n})", (o, o + ln))
-            if o < prev_end:
-                raise LayoutError(f"runs[{k}].offset", f">= end of the previous run {prev_end} (sorted, disjoint)", o)
-            prev_end = o + ln
-            bounds[item.modality] += (o, o + ln)
-            lengths[item.modality].append(ln)
-            index[item.modality].append(k)
-            k += 1
+    """Runs inside the prompt, sorted and disjoint (vectorised over all runs); returns per-modality
+    interleaved bounds ``s0, e0, s1, e1, ...``, lengths and run indices (int64 arrays)."""
+    pairs = [run_arrays(item.runs) for item in items]
+    empty = np.zeros(0, dtype=np.int64)
+    off = np.concatenate([p[0] for p in pairs]) if pairs else empty
+    ln = np.concatenate([p[1] for p in pairs]) if pairs else empty
+    ends = off + ln
+    prev_end = np.concatenate(([0], ends[:-1]))
+    outside, unsorted = ends > n, off < prev_end
+    if outside.any() or unsorted.any():
+        k = int(np.flatnonzero(outside | unsorted)[0])
+        if outside[k]:
+            raise LayoutError(f"runs[{k}]", f"inside the prompt [0, {n})", (int(off[k]), int(ends[k])))
+        raise LayoutError(f"runs[{k}].offset", f">= end of the previous run {int(prev_end[k])} (sorted, disjoint)",
+                          int(off[k]))
+    kind = np.repeat(np.fromiter((modalities.index(item.modality) for item in items), dtype=np.int8,
+                                 count=len(items)), [p[0].shape[0] for p in pairs])
+    bounds, lengths, index = {}, {}, {}
+    for m, name in enumerate(modalities):
+        sel = np.flatnonzero(kind == m)
+        bounds[name] = np.column_stack((off[sel], ends[sel])).ravel()
+        lengths[name], index[name] = ln[sel], sel
     return bounds, lengths, index
 
 
@@ -218,14 +282,15 @@ def check_pads(ids: np.ndarray, pads, bounds, lengths, index) -> None:
     for name, pad in pads:
         hits = ids == pad
         total = int(np.count_nonzero(hits))
-        expected = sum(lengths[name])
-        if bounds[name]:
+        expected = int(lengths[name].sum())
+        if bounds[name].shape[0]:
             # pads inside each run [s, e): reduceat over the interleaved boundaries s0, e0, s1, e1, ...
-            covered = np.add.reduceat(np.append(hits, False), bounds[name], dtype=np.int64)[0::2].tolist()
-            if covered != lengths[name]:
-                j = next(j for j, (c, ln) in enumerate(zip(covered, lengths[name])) if c != ln)
-                raise LayoutError(f"runs[{index[name][j]}]", f"only {name} pad ids ({pad}) inside the run",
-                                  f"{lengths[name][j] - covered[j]} other tokens")
+            covered = np.add.reduceat(np.append(hits, False), bounds[name], dtype=np.int64)[0::2]
+            short = np.flatnonzero(covered != lengths[name])
+            if short.size:
+                j = int(short[0])
+                raise LayoutError(f"runs[{int(index[name][j])}]", f"only {name} pad ids ({pad}) inside the run",
+                                  f"{int(lengths[name][j] - covered[j])} other tokens")
         if total != expected:
             raise LayoutError("token_ids", f"{expected} {name} pads, all covered by runs", total,
                               hint="a pad outside every run")
@@ -234,7 +299,12 @@ def check_pads(ids: np.ndarray, pads, bounds, lengths, index) -> None:
 def check_spans(items) -> None:
     """Each timestamp's text lies before its group's first pad."""
     for i, item in enumerate(items):
-        for g, (s, e) in enumerate(item.timestamp_spans or ()):
+        spans = item.timestamp_spans
+        if type(spans) is CheckedSpans:  # one vectorised test; the loop below names the first bad span
+            s, e, first = spans.starts, spans.ends, run_arrays(item.runs)[0]
+            if bool(((0 <= s) & (s < e) & (e <= first)).all()):
+                continue
+        for g, (s, e) in enumerate(spans or ()):
             if not (0 <= s < e <= item.runs[g].offset):
                 raise LayoutError(f"items[{i}].timestamp_spans[{g}]",
                                   f"a span before its group at {item.runs[g].offset}", (s, e))

@@ -62,7 +62,11 @@ DEFAULT_LIMITS = WireLimits()
 
 @attrs.frozen
 class WireItem:
-    """One item as the wire carries it: modality, grid, its runs, and per-group timestamps + spans."""
+    """One item as the wire carries it: modality, grid, its runs, and per-group timestamps + spans.
+
+    Sequences: :func:`encode` takes any; :func:`decode` gives int64 arrays (offsets, lengths, spans
+    as ``(k, 2)``) and a float64 array of seconds.
+    """
 
     modality: str
     grid_thw: tuple
@@ -94,18 +98,24 @@ def _delta(values) -> np.ndarray:
     return out
 
 
+def _joined(parts: list, shape: tuple) -> np.ndarray:
+    """Sequences (tuples or arrays) joined into one int64 array of ``shape``."""
+    return np.concatenate([np.asarray(p, dtype=np.int64).reshape(shape) for p in parts]) if parts \
+        else np.zeros((0,) + shape[1:], dtype=np.int64)
+
+
 def encode(content: WireContent) -> dict:
     """Encode as a JSON-safe dict (see module doc for what it carries)."""
     values, counts = content.values, content.counts
-    offsets = np.fromiter((o for w in content.items for o in w.offsets), dtype=np.int64)
-    lengths = np.fromiter((n for w in content.items for n in w.lengths), dtype=np.int64)
+    offsets = _joined([w.offsets for w in content.items], (-1,))
+    lengths = _joined([w.lengths for w in content.items], (-1,))
     stamped = [w for w in content.items if w.timestamps is not None]
-    deci = [round(t * 10) for w in stamped for t in w.timestamps]
-    spans = [span for w in stamped for span in w.spans]
-    span_start = [a for a, _ in spans]
-    span_len = [b - a for a, b in spans]
-    blob = np.concatenate([values, counts, _delta(offsets), lengths, _delta(deci), _delta(span_start),
-                           np.asarray(span_len, dtype=np.int64)]).astype("<i4").tobytes()
+    # seconds print with one decimal (the layout checks it), so x10 rounds to the exact deciseconds
+    deci = np.round(np.concatenate([np.asarray(w.timestamps, dtype=np.float64) for w in stamped]) * 10) \
+        if stamped else np.zeros(0)
+    spans = _joined([w.spans for w in stamped], (-1, 2))
+    blob = np.concatenate([values, counts, _delta(offsets), lengths, _delta(deci.astype(np.int64)),
+                           _delta(spans[:, 0]), spans[:, 1] - spans[:, 0]]).astype("<i4").tobytes()
     items = [{"modality": w.modality, "grid_thw": list(w.grid_thw), "runs": len(w.offsets),
               "timestamps": w.timestamps is not None} for w in content.items]
     return {
@@ -117,7 +127,7 @@ def encode(content: WireContent) -> dict:
         "spec": content.spec.as_dict(),
         "length": int(np.asarray(counts).sum()),
         "items": items,
-        "sizes": {"rle": int(len(values)), "runs": int(offsets.shape[0]), "timestamps": len(deci)},
+        "sizes": {"rle": int(len(values)), "runs": int(offsets.shape[0]), "timestamps": int(deci.shape[0])},
         "arrays": base64.b64encode(zlib.compress(blob, 1)).decode("ascii"),
         "mrope_position_delta": content.mrope_position_delta,
         "checksum": content.checksum,
@@ -282,16 +292,16 @@ def _split_arrays(arrays: np.ndarray, n: int, sizes: tuple, rid) -> tuple:
 
 
 def _items(heads, offsets, lengths, deci, span_start, span_len) -> tuple:
-    off_l, len_l = offsets.tolist(), lengths.tolist()
-    sec_l = (deci / 10).tolist()
-    span_l = list(zip(span_start.tolist(), (span_start + span_len).tolist()))
+    """Per item, slices of the decoded arrays (the layout builds its runs from them in one pass)."""
+    seconds = deci / 10
+    spans = np.column_stack((span_start, span_start + span_len))
     items, r, t = [], 0, 0
     for modality, grid, k, stamped in heads:
-        ts = spans = None
+        ts = sp = None
         if stamped:
-            ts, spans = tuple(sec_l[t:t + k]), tuple(span_l[t:t + k])
+            ts, sp = seconds[t:t + k], spans[t:t + k]
             t += k
-        items.append(WireItem(modality, grid, tuple(off_l[r:r + k]), tuple(len_l[r:r + k]), ts, spans))
+        items.append(WireItem(modality, grid, offsets[r:r + k], lengths[r:r + k], ts, sp))
         r += k
     return tuple(items)
 
