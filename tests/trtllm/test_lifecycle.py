@@ -1,4 +1,5 @@
-"""install / uninstall / status / get_original against the stand-in (style.md section 3's cases)."""
+"""install / uninstall / status / get_original against the stand-in: install twice, uninstall twice or
+without install, own vs inherited methods, a foreign wrapper on top, modules imported before vs after."""
 
 import logging
 import threading

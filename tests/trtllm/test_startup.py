@@ -8,7 +8,7 @@ mm-handoff installed refuses it at ingress, a stock worker silently cuts the ids
 import json
 import textwrap
 
-from trtllm_helpers import run_python
+from trtllm_helpers import REPO, run_python
 
 PROBE = textwrap.dedent("""
     import json, os, sys
@@ -121,6 +121,9 @@ def test_documented_pth_line_registers_the_hook_only_when_enabled(tmp_path):
             "print(any(type(f).__name__ == '_PostImportFinder' for f in sys.meta_path), "
             "'mm_handoff' in sys.modules)")
     on = run_python(code, stand_in=False, env={"MM_HANDOFF_AUTOINSTALL": "1"})
+    yes = run_python(code, stand_in=False, env={"MM_HANDOFF_AUTOINSTALL": " Yes "})
     off = run_python(code, stand_in=False)
-    assert on.stdout.split() == ["True", "True"], on.stderr
-    assert off.stdout.split() == ["False", "False"], off.stderr
+    zero = run_python(code, stand_in=False, env={"MM_HANDOFF_AUTOINSTALL": "0"})
+    assert on.stdout.split() == yes.stdout.split() == ["True", "True"], on.stderr + yes.stderr
+    assert off.stdout.split() == zero.stdout.split() == ["False", "False"], off.stderr + zero.stderr
+    assert PTH_LINE in (REPO / "docs" / "trtllm.md").read_text()  # the documented line is this one
