@@ -3,8 +3,8 @@
 It writes a ``sitecustomize.py`` into a fresh private temporary directory, puts that directory first on
 ``PYTHONPATH``, sets ``MM_HANDOFF_AUTOINSTALL=1`` and ``exec``s the command. Every interpreter that
 inherits the environment (the server, spawned and MPI-started executor workers, their children) runs the
-start-up hook (:mod:`mm_handoff._startup`, next to this file). A ``sitecustomize`` that was already on the path still
-runs: the generated one chains to the next one it finds.
+start-up hook (:mod:`mm_handoff._startup`, next to this file). A ``sitecustomize`` that was already on
+the path still runs: the generated one chains to the next one it finds.
 """
 
 from __future__ import annotations

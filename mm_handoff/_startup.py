@@ -1,6 +1,7 @@
 """Start-up hook: install the TensorRT-LLM glue in every Python process of a deployment.
 
-``process_startup()`` does nothing unless ``MM_HANDOFF_AUTOINSTALL=1``. Then it installs at once
+``process_startup()`` does nothing unless ``MM_HANDOFF_AUTOINSTALL`` is on (one of
+:data:`mm_handoff._env.TRUTHY`, e.g. ``1``). Then it installs at once
 when ``tensorrt_llm`` is already imported, or registers a post-import hook that installs right after
 ``tensorrt_llm`` finishes importing (so a worker that never imports it pays nothing). It is lenient:
 a missing, broken or unsupported TensorRT-LLM is logged, never raised (an explicit
