@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import array
+
 import numpy as np
 
 from .errors import LayoutError
@@ -16,6 +18,10 @@ def readonly_ids(token_ids, field: str = "token_ids") -> np.ndarray:
     """Return token ids as a read-only 1-D int32 array (no copy when already one)."""
     if isinstance(token_ids, np.ndarray) and token_ids.dtype == np.int32 and not token_ids.flags.writeable:
         return token_ids
+    if type(token_ids) is list:
+        fast = _from_int_list(token_ids)
+        if fast is not None:
+            return fast
     try:
         arr = np.asarray(token_ids)
     except (TypeError, ValueError) as exc:
@@ -29,3 +35,23 @@ def readonly_ids(token_ids, field: str = "token_ids") -> np.ndarray:
     arr = np.array(arr, dtype=np.int32)
     arr.flags.writeable = False
     return arr
+
+
+def _from_int_list(ids: list):
+    """A list of Python ints in [0, MAX_ID] in one C conversion pass (what the engine hands over),
+    or None for anything else (the general path then decides, with its typed error).
+
+    ``array('i', ...)`` takes ints (and ``__index__`` types) only: a float or a str raises instead of
+    being truncated or parsed, as ``np.fromiter`` would.
+    """
+    try:
+        arr = np.frombuffer(array.array("i", ids), dtype=np.int32) if _C_INT_IS_INT32 else None
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if arr is None or not arr.size or int(arr.min()) < 0 or int(arr.max()) <= 1:
+        return None  # (ids all 0/1 may be bools, which the general path rejects when alone)
+    arr.flags.writeable = False
+    return arr
+
+
+_C_INT_IS_INT32 = array.array("i").itemsize == 4
