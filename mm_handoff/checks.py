@@ -20,6 +20,7 @@ from .errors import (
     TokenMismatchError,
 )
 from .layout import VIDEO, HandoffLayout, readonly_ids
+from .layout_checks import run_arrays
 
 __all__ = ["validate", "check_mrope_slice", "shape_of", "check_grid", "check_embedding_rows", "check_token_ids",
            "first_difference", "check_skew"]
@@ -89,7 +90,10 @@ def check_grid(layout: HandoffLayout, *, request_id=None) -> None:
                 raise GridMismatchError(f"items[{i}].runs", f"{t} runs for grid {item.grid_thw}", len(item.runs),
                                         request_id=request_id, hint=_STOCK_HINT)
             per_group = h * w // m2
-            for g, run in enumerate(item.runs):
+            lengths = run_arrays(item.runs)[1]
+            if bool((lengths == per_group).all()):
+                continue
+            for g, run in enumerate(item.runs):  # name the first group that does not follow the grid
                 if run.length != per_group:
                     raise GridMismatchError(f"items[{i}].runs[{g}].length",
                                             f"{per_group} pads per group for grid {item.grid_thw}", run.length,
