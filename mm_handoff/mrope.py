@@ -22,13 +22,19 @@ __all__ = ["mrope_positions"]
 
 
 @functools.lru_cache(maxsize=256)
-def _corrections(t: int, h: int, w: int) -> np.ndarray:
-    """For a run with merged grid (t, h, w): (in-run t, h, w offset) - k at in-run index k; read-only."""
+def _pattern(t: int, h: int, w: int) -> np.ndarray:
+    """For a run with merged grid (t, h, w): the in-run (t, h, w) offsets of its k-th pad; read-only."""
     k = np.arange(t * h * w, dtype=np.int64)
     rem = k % (h * w)
-    out = np.stack((k // (h * w) - k, rem // w - k, rem % w - k))
+    out = np.stack((k // (h * w), rem // w, rem % w))
     out.flags.writeable = False
     return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _ramp(n: int) -> np.ndarray:
+    """``0 .. n-1`` on all three rows (a text segment's in-segment offsets); a read-only view."""
+    return np.broadcast_to(np.arange(n, dtype=np.int64), (3, n))
 
 
 def _segments(ids: np.ndarray, spec: TokenSpec) -> tuple:
@@ -64,28 +70,14 @@ def _run_grids(mm_starts, mm_ends, mm_kind, image_grids, video_grids, request_id
     return grids
 
 
-def _add_patterns(base: np.ndarray, shapes: list) -> np.ndarray:
-    """``base`` (the per-token shift) plus each run's in-run pattern, as a new (3, L) array."""
-    n = base.shape[0]
-    if len(shapes) <= 64:  # few runs: add each pattern in place
-        pos = np.empty((3, n), dtype=np.int64)
-        pos[:] = base
-        pats = [_corrections(t_, h_, w_) for _, _, t_, h_, w_ in shapes]
-        for row in range(3):  # contiguous 1-D slices: about twice as fast as (3, k) blocks
-            line = pos[row]
-            for (s, e, _, _, _), pat in zip(shapes, pats):
-                line[s:e] += pat[row]
-        return pos
-    pieces, cursor = [], 0  # many small runs: one concatenation of zeros and patterns, one add
-    for s, e, t_, h_, w_ in shapes:
-        if s > cursor:
-            pieces.append(np.zeros((3, s - cursor), dtype=np.int64))
-        pieces.append(_corrections(t_, h_, w_))
-        cursor = e
-    if n > cursor:
-        pieces.append(np.zeros((3, n - cursor), dtype=np.int64))
+def _assemble(starts, ends, kinds, seg_base, run_shapes: dict) -> np.ndarray:
+    """Positions (3, L): per segment its in-segment offsets (a ramp for text, the cached pattern of
+    a pad run), joined in one concatenation, plus each segment's base value in one add."""
+    seg_len = ends - starts
+    pieces = [_pattern(*run_shapes[s]) if k else _ramp(n)
+              for s, n, k in zip(starts.tolist(), seg_len.tolist(), kinds.tolist())]
     pos = np.concatenate(pieces, axis=1)
-    pos += base
+    pos += np.repeat(seg_base, seg_len)
     return pos
 
 
@@ -96,7 +88,9 @@ def mrope_positions(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_gr
     n = ids.shape[0]
     m = spec.merge_size
     image_grids = normalize_grids(image_grid_thw, "image_grid_thw")
-    video_grids = [(1, h, w) for t, h, w in normalize_grids(video_grid_thw, "video_grid_thw") for _ in range(t)]
+    videos = np.asarray(normalize_grids(video_grid_thw, "video_grid_thw"), dtype=np.int64).reshape(-1, 3)
+    video_grids = np.repeat(videos, videos[:, 0], axis=0)  # one (1, h, w) grid per temporal group
+    video_grids[:, 0] = 1
     starts, ends, seg_kind = _segments(ids, spec)
     mm = seg_kind != 0
     mm_starts, mm_ends = starts[mm], ends[mm]
@@ -109,20 +103,23 @@ def mrope_positions(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_gr
         raise GridMismatchError(f"pad run at {int(mm_starts[k])}", f"{int(gt[k] * lh[k] * lw[k])} pads for grid "
                                 f"{tuple(int(v) for v in grids[k])}", int(run_len[k]), request_id=request_id)
 
-    # Token i sits at i + shift, where shift is constant per segment (text or pad run) and grows by
-    # (advance - run length) after each pad run. A pad at offset k of its run then adds
-    # pattern(k) - k per row; patterns depend only on the run's shape and are cached.
+    # A segment (text or pad run) starting at s has base value s + shift, where shift grows by
+    # (advance - run length) after each pad run; text adds k, a pad its run's pattern at k.
+    if not n:
+        return _readonly(np.zeros((3, 0), dtype=np.int64)), 0
     adv = np.maximum(grids[:, 1], grids[:, 2]) // m
     run_shift = np.concatenate(([0], np.cumsum(adv - run_len)))
-    base = np.arange(n, dtype=np.int64)
-    base += np.repeat(run_shift[np.cumsum(mm) - mm], ends - starts)
-    shapes = list(zip(mm_starts.tolist(), mm_ends.tolist(), gt.tolist(), lh.tolist(), lw.tolist()))
-    pos = _add_patterns(base, shapes)
+    seg_base = starts + run_shift[np.cumsum(mm) - mm]
+    shapes = dict(zip(mm_starts.tolist(), zip(gt.tolist(), lh.tolist(), lw.tolist())))
+    pos = _assemble(starts, ends, seg_kind, seg_base, shapes)
     # the largest position is the last token's or a run's base + its largest in-run offset
-    peak = int(pos[:, -1].max()) if n else -1
+    peak = int(pos[:, -1].max())
     if len(mm_starts):
-        run_peak = base[mm_starts] + np.maximum(np.maximum(gt - 1, lh - 1), lw - 1)
+        run_peak = seg_base[mm] + np.maximum(np.maximum(gt - 1, lh - 1), lw - 1)
         peak = max(peak, int(run_peak.max()))
-    delta = peak + 1 - n
-    pos.flags.writeable = False
-    return pos, delta
+    return _readonly(pos), peak + 1 - n
+
+
+def _readonly(arr: np.ndarray) -> np.ndarray:
+    arr.flags.writeable = False
+    return arr
