@@ -1,11 +1,11 @@
 """Real Hugging Face processors for each family, built offline, plus synthetic clips and images.
 
-``build_processor(family)`` returns (hf-reference.md §6, §10b):
+``build_processor(family)`` returns (transformers 5.23.0):
 
 * qwen3_vl, qwen3_vl_moe, qwen3_5, qwen3_5_moe, cosmos3_omni: a real ``Qwen3VLProcessor`` with
   ``Qwen3VLVideoProcessor(size=OFFICIAL_VIDEO_SIZE, do_sample_frames=False, cap_pixels_per_frame=False)`` and
   ``Qwen2VLImageProcessor(patch_size=16, merge_size=2, temporal_patch_size=2)``. The class default video size
-  is *not* the checkpoints' (15 instead of 594 pads per group on the 720p40 clip, trap 7), so the official
+  is *not* the checkpoints' (15 instead of 594 pads per group on a 40-frame 720p clip), so the official
   size is passed explicitly. Cosmos3-Omni has no AutoProcessor entry; ``Qwen3VLProcessor`` gives exactly the
   Qwen3-VL layout.
 * cosmos3_edge: a real ``Cosmos3EdgeProcessor`` (temporal patch 1, one group per frame, no outer wrapper).
@@ -14,7 +14,7 @@
   151653) instead of the Edge config's 18 / 19 / 20 / 21, and timestamp texts are tokenized with the Qwen3
   vocab (the real Edge timestamp token counts are unknown). ``mm_handoff.hf.tiny.build_tiny_model(
   "cosmos3_edge")`` is configured for these stand-in ids. The Edge processor needs ``return_metadata=True``
-  (trap 11); ``run_processor`` passes it.
+  (without it the call fails with ``KeyError: 'video_metadata'``); ``run_processor`` passes it.
 
 The tokenizer is the rebuilt real one (``mm_handoff.hf.tokenizers.load_tokenizer``): Qwen3 for
 qwen3_vl / qwen3_vl_moe / cosmos3_omni / cosmos3_edge, Qwen3.5 for qwen3_5 / qwen3_5_moe.
@@ -49,23 +49,15 @@ OFFICIAL_VIDEO_SIZE = {"shortest_edge": 4096, "longest_edge": 25165824}
 QWEN_LAYOUT_FAMILIES: tuple[str, ...] = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "cosmos3_omni")
 PROCESSOR_FAMILIES: tuple[str, ...] = QWEN_LAYOUT_FAMILIES + ("cosmos3_edge",)
 
-_VOCAB = {
-    "qwen3_vl": "qwen3",
-    "qwen3_vl_moe": "qwen3",
-    "cosmos3_omni": "qwen3",
-    "cosmos3_edge": "qwen3",  # stand-in
-    "qwen3_5": "qwen3_5",
-    "qwen3_5_moe": "qwen3_5",
-}
-
-
 def _norm(family: str) -> str:
     return normalize_family(family, PROCESSOR_FAMILIES)
 
 
 def tokenizer_vocab_for(family: str) -> str:
     """``"qwen3"`` or ``"qwen3_5"``: the rebuilt vocab a family's processor uses (Edge: the Qwen3 stand-in)."""
-    return _VOCAB[_norm(family)]
+    from .tokenizers import resolve_vocab
+
+    return resolve_vocab(_norm(family)).name
 
 
 def build_processor(
@@ -83,7 +75,7 @@ def build_processor(
 
     ``tokenizer``: an HF tokenizer; default ``load_tokenizer(tokenizer_vocab_for(family))``.
     ``video_size``: defaults to ``OFFICIAL_VIDEO_SIZE``; raise ``longest_edge`` for long/high-res clips
-    (the official size caps one video at 12,288 pads, trap 8).
+    (the official size budgets the whole video: at most 12,288 pads per video).
     ``image_size``: passed to the image processor as ``size`` when given (class default otherwise).
     ``cap_pixels_per_frame``: Qwen-layout families only (``None`` keeps the class default and its warning).
     ``video_kwargs`` / ``image_kwargs``: extra constructor arguments for the video / image processor.
@@ -93,43 +85,26 @@ def build_processor(
         from .tokenizers import load_tokenizer
 
         tokenizer = load_tokenizer(tokenizer_vocab_for(fam))
-    vkw: dict[str, Any] = {
-        "size": dict(video_size) if video_size is not None else dict(OFFICIAL_VIDEO_SIZE),
-        "do_sample_frames": do_sample_frames,
-    }
-    ikw: dict[str, Any] = {}
-    if image_size is not None:
-        ikw["size"] = dict(image_size)
-    chat_template = getattr(tokenizer, "chat_template", None)
-
+    vkw: dict[str, Any] = {"size": dict(video_size if video_size is not None else OFFICIAL_VIDEO_SIZE),
+                           "do_sample_frames": do_sample_frames}
+    ikw: dict[str, Any] = {} if image_size is None else {"size": dict(image_size)}
     if fam == "cosmos3_edge":
-        from transformers import Cosmos3EdgeProcessor
-        from transformers.models.cosmos3_edge.image_processing_cosmos3_edge import Cosmos3EdgeImageProcessor
-        from transformers.models.cosmos3_edge.video_processing_cosmos3_edge import Cosmos3EdgeVideoProcessor
+        from transformers import Cosmos3EdgeProcessor as proc_cls
+        from transformers.models.cosmos3_edge.image_processing_cosmos3_edge import (
+            Cosmos3EdgeImageProcessor as image_cls)
+        from transformers.models.cosmos3_edge.video_processing_cosmos3_edge import (
+            Cosmos3EdgeVideoProcessor as video_cls)
+    else:
+        from transformers import Qwen2VLImageProcessor as image_cls
+        from transformers import Qwen3VLProcessor as proc_cls
+        from transformers import Qwen3VLVideoProcessor as video_cls
 
-        video_processor = Cosmos3EdgeVideoProcessor(**{**vkw, **(video_kwargs or {})})
-        image_processor = Cosmos3EdgeImageProcessor(**{**ikw, **(image_kwargs or {})})
-        return Cosmos3EdgeProcessor(
-            image_processor=image_processor,
-            tokenizer=tokenizer,
-            video_processor=video_processor,
-            chat_template=chat_template,
-        )
-
-    from transformers import Qwen2VLImageProcessor, Qwen3VLProcessor, Qwen3VLVideoProcessor
-
-    if cap_pixels_per_frame is not None:
-        vkw["cap_pixels_per_frame"] = cap_pixels_per_frame
-    video_processor = Qwen3VLVideoProcessor(**{**vkw, **(video_kwargs or {})})
-    image_processor = Qwen2VLImageProcessor(
-        **{"patch_size": 16, "merge_size": 2, "temporal_patch_size": 2, **ikw, **(image_kwargs or {})}
-    )
-    return Qwen3VLProcessor(
-        image_processor=image_processor,
-        tokenizer=tokenizer,
-        video_processor=video_processor,
-        chat_template=chat_template,
-    )
+        ikw = {"patch_size": 16, "merge_size": 2, "temporal_patch_size": 2, **ikw}
+        if cap_pixels_per_frame is not None:
+            vkw["cap_pixels_per_frame"] = cap_pixels_per_frame
+    return proc_cls(image_processor=image_cls(**{**ikw, **(image_kwargs or {})}), tokenizer=tokenizer,
+                    video_processor=video_cls(**{**vkw, **(video_kwargs or {})}),
+                    chat_template=getattr(tokenizer, "chat_template", None))
 
 
 def synthetic_clip(
@@ -190,7 +165,10 @@ def synthetic_image(h: int, w: int, seed: int = 0) -> np.ndarray:
 
 
 def video_messages(text: str = "Describe this video.", n_videos: int = 1, n_images: int = 0) -> list[dict]:
-    """One user turn: ``n_images`` image parts, ``n_videos`` video parts, then ``text`` (the §1 prompt)."""
+    """One user turn: ``n_images`` image parts, ``n_videos`` video parts, then ``text``.
+
+    One video and the default text render to 15 Qwen3 ids before expansion.
+    """
     parts: list[dict] = [{"type": "image"} for _ in range(n_images)]
     parts += [{"type": "video"} for _ in range(n_videos)]
     parts.append({"type": "text", "text": text})
@@ -214,10 +192,11 @@ def run_processor(
     ``messages_or_prompt``: a rendered prompt string, or chat messages (a list of ``{"role", "content"}``
     dicts) rendered with the processor's chat template and ``add_generation_prompt=True``.
     ``images`` / ``videos``: one item or a list of items (arrays); ``video_metadata``: one ``VideoMetadata``
-    (or dict) or a list, **deep-copied** before the call because the processor mutates it (trap 5: ``fps=None``
+    (or dict) or a list, **deep-copied** before the call because the processor mutates it (``fps=None``
     becomes 24 and an odd-length ``frames_indices`` list is extended in place).
     Defaults added unless given in ``kw``: ``return_tensors="pt"``, ``do_sample_frames=False`` (when videos are
-    passed) and, for Cosmos3-Edge, ``return_metadata=True`` (trap 11) and ``return_mm_token_type_ids=True``
+    passed) and, for Cosmos3-Edge, ``return_metadata=True`` (see the module docstring) and
+    ``return_mm_token_type_ids=True``
     (the Edge processor does not return ``mm_token_type_ids`` by default, and the Edge model needs them).
     """
     if isinstance(messages_or_prompt, str):

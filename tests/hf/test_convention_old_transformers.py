@@ -1,4 +1,4 @@
-"""The ``replace_wrapper`` convention against a real transformers from before 5.10 (hf-reference.md §7).
+"""The ``replace_wrapper`` convention against a real transformers from before 5.10.
 
 transformers <= 5.9 replaces the whole ``<|vision_start|><|video_pad|><|vision_end|>`` trio with the per-group
 expansion; >= 5.10.1 replaces only the pad and keeps the template's outer pair (2 tokens more per video).
@@ -104,7 +104,7 @@ proc = Qwen3VLProcessor(
     video_processor=Qwen3VLVideoProcessor(size=job["video_size"], do_sample_frames=False),
     chat_template=tok.chat_template,
 )
-# get_rope_index needs only config.vision_config.spatial_merge_size and get_vision_position_ids (§8a)
+# get_rope_index needs only config.vision_config.spatial_merge_size and get_vision_position_ids
 ns = types.SimpleNamespace(config=types.SimpleNamespace(vision_config=types.SimpleNamespace(spatial_merge_size=2)))
 ns.get_vision_position_ids = types.MethodType(Qwen3VLModel.get_vision_position_ids, ns)
 
@@ -160,7 +160,8 @@ def _cases(tok) -> dict:
     vs, vp, ve = "<|vision_start|>", "<|video_pad|>", "<|vision_end|>"
     return {
         "video": {"prompt": render(["video"]), "videos": [_video(6, 64, 96, 1)]},
-        "small_clip": {"prompt": render(["video"]), "videos": [_video(16, 224, 224, 2)]},  # §1: 470 -> 468 tokens
+        # 470 tokens under >= 5.10.1, 468 under <= 5.9
+        "small_clip": {"prompt": render(["video"]), "videos": [_video(16, 224, 224, 2)]},
         "odd_frames": {"prompt": render(["video"]), "videos": [_video(5, 64, 64, 3)]},
         "image+video": {"prompt": render(["image", "video"]), "images": [{"h": 64, "w": 64, "seed": 4}],
                         "videos": [_video(4, 64, 96, 5, fps=30.0)]},
@@ -239,7 +240,7 @@ def test_replace_wrapper_rebuild_matches_old_processor(old_run, case):
     assert res["mrope_dtype"] == "torch.int64"
     assert np.array_equal(layout.mrope_position_ids, np.asarray(res["mrope"], dtype=np.int64))
     assert layout.mrope_position_delta == res["delta"]
-    # ... and to the installed (>= 5.10) get_rope_index: the rules did not change (§7d)
+    # ... and to the installed (>= 5.10) get_rope_index: the rules did not change
     from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel
     import types
     ns = types.SimpleNamespace(config=types.SimpleNamespace(vision_config=types.SimpleNamespace(spatial_merge_size=2)))
@@ -259,8 +260,8 @@ def test_replace_wrapper_rebuild_matches_old_processor(old_run, case):
     assert len(rebuilt_new) - len(ids) == 2 * wrapped
     if wrapped:
         new_layout = new.derive_layout(rebuilt_new, image_grid_thw=image_grid, video_grid_thw=video_grid, mrope=True)
-        assert new_layout.mrope_position_delta == layout.mrope_position_delta  # same delta both ways (§7a)
-        # removing the outer vs/ve of each video from the pad_only ids gives the replace_wrapper ids (§7d)
+        assert new_layout.mrope_position_delta == layout.mrope_position_delta  # same delta both ways
+        # removing the outer vs/ve of each video from the pad_only ids gives the replace_wrapper ids
         keep = np.ones(len(rebuilt_new), dtype=bool)
         for item in new_layout.items:
             if item.modality == "video":
@@ -274,7 +275,7 @@ def test_replace_wrapper_rebuild_matches_old_processor(old_run, case):
 
 
 def test_small_clip_lengths(old_run):
-    """§7: the 16x224x224 clip gives 468 tokens under <= 5.9 (470 under >= 5.10.1 with this 14-token prompt)."""
+    """The 16x224x224 clip gives 468 tokens under <= 5.9 (470 under >= 5.10.1 with this 14-token prompt)."""
     tok, cases, out = old_run
     res = out["cases"]["small_clip"]
     assert res["video_grid_thw"] == [[8, 14, 14]]

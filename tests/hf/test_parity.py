@@ -388,6 +388,10 @@ def test_run_three_modes_report():
     assert rep["lengths"]["aggregated"] - rep["lengths"]["epd-stock"] == rep["lengths"]["aggregated_minus_stock"] > 0
     assert rep["first_difference"] == 4  # right after the outer vision_start: the first timestamp
     assert rep["mrope"]["epd_equals_hf_get_rope_index"]
+    agg_layout, stock_layout = rep["layouts"]["aggregated"], rep["layouts"]["stock"]  # inspect's summary
+    video = agg_layout["items"][0]
+    assert len(video["runs"]) == video["grid_thw"][0]  # one pad run per temporal group
+    assert stock_layout["trtllm"]["multimodal_run_lengths"] == [video["embedding_length"]]  # one run of all pads
     assert seen[0] == "load" and seen[-1] == "done" and "epd-stock/validate" in seen
     import json
     json.dumps(rep)

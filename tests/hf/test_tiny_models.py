@@ -53,7 +53,7 @@ def test_synthetic_clip_shape_and_metadata():
 
 @pytest.mark.parametrize("family", ["qwen3_vl", "qwen3_5"])
 def test_small_clip_official_size(family, small_clip):
-    """16x224x224 at the official size: grid [8,14,14], 8 groups x 49 pads, 470 tokens (§1, §4a)."""
+    """16x224x224 at the official size: grid [8,14,14], 8 groups x 49 pads, 470 tokens (pad_only convention)."""
     proc = processor_for(family)
     assert proc.video_processor.size["longest_edge"] == 25165824
     assert proc.video_processor.size["shortest_edge"] == 4096

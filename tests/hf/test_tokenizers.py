@@ -1,4 +1,5 @@
-"""The rebuilt real Qwen3 / Qwen3.5 tokenizers (mm_handoff.hf.tokenizers; hf-reference.md §3, §5f, §9)."""
+"""The rebuilt real Qwen3 / Qwen3.5 tokenizers (mm_handoff.hf.tokenizers): special ids, timestamp token
+counts, agreement with tiktoken."""
 
 from __future__ import annotations
 
