@@ -272,13 +272,9 @@ class HandoffLayout:
         return self._memo("rle", build)
 
     def token_id_list(self) -> list:
-        """The ids as a Python list (what TensorRT-LLM's dataclasses take).
-
-        Pads are most of a multimodal prompt: the list starts as the commonest pad repeated (one
-        shared int object, a pointer fill) and only the other segments are written, from one
-        ``tolist`` of the non-pad ids; several times faster than ``ndarray.tolist`` on pad-heavy
-        prompts, which allocates one int object per id.
-        """
+        """The ids as a Python list (what TensorRT-LLM's dataclasses take): the commonest pad repeated
+        (one shared int, a pointer fill), then the other segments from one ``tolist`` of the non-pad
+        ids; several times faster than ``ndarray.tolist`` (one int object per id) on pad-heavy prompts."""
         ids, spec = self.token_ids, self.spec
         if (len(self._flat()[0]) + 1) * 40 > self.prompt_len:  # many short segments: tolist's C loop wins
             return ids.tolist()
