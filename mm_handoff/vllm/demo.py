@@ -27,26 +27,47 @@ __all__ = ["run_demo", "save_tiny_checkpoint", "start_engine"]
 _NORMALIZE = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
 
 
+def _tiny_model(family: str):
+    """The project's tiny model; for Qwen3.5 with its linear-attention heads widened from 16 to 32, the
+    smallest width vLLM's CPU kernel takes (``chunk_gated_delta_rule_cpu``: head_dim a multiple of 32)."""
+    import torch
+    import transformers
+
+    from ..hf.tiny import build_tiny_model, model_class_name, tiny_config
+
+    if family != "qwen3_5":
+        return build_tiny_model(family)
+    cfg = tiny_config(family)
+    cfg.text_config.linear_key_head_dim = cfg.text_config.linear_value_head_dim = 32
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = getattr(transformers, model_class_name(family))(cfg)
+    return model.to(torch.float32).eval()
+
+
 def save_tiny_checkpoint(family: str, directory) -> tuple:
     """``(model, processor, adapter)``: the tiny model and the real processor, saved with save_pretrained."""
     from ..hf.processors import build_processor
-    from ..hf.tiny import build_tiny_model
     from ..registry import get_adapter
 
-    model = build_tiny_model(family)
+    model = _tiny_model(family)
     processor = build_processor(family, image_kwargs=_NORMALIZE)
     model.save_pretrained(directory)
     processor.save_pretrained(directory)
     return model, processor, get_adapter(model.config, tokenizer=processor.tokenizer)
 
 
-def start_engine(directory, *, videos: int = 2, images: int = 1):
-    """vLLM's ``LLM`` on a saved checkpoint with the embeds path on, sized for a small CPU machine."""
+def start_engine(directory, *, videos: int = 2, images: int = 1, dtype: str = "float32"):
+    """vLLM's ``LLM`` on a saved checkpoint with the embeds path on, sized for a small CPU machine.
+
+    ``dtype``: float32 where vLLM's CPU kernels allow it (Qwen3.5's linear-attention layers need
+    bfloat16 on CPU: vLLM 0.32 asserts "CPU GDN attention requires BF16").
+    """
     from vllm import LLM
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    return LLM(model=str(directory), dtype="float32", max_model_len=16384, enforce_eager=True, seed=0,
+    return LLM(model=str(directory), dtype=dtype, max_model_len=16384, enforce_eager=True, seed=0,
                enable_mm_embeds=True, gpu_memory_utilization=0.5, skip_mm_profiling=True,
                limit_mm_per_prompt={"image": images, "video": videos})
 
