@@ -377,8 +377,8 @@ def _readonly(arr: np.ndarray) -> np.ndarray:
 
 
 def _fingerprint(layout: HandoffLayout, include_mrope: bool) -> str:
-    h = hashlib.blake2b(digest_size=16)
-    h.update(b"mm-handoff-layout/2\0")
+    h = hashlib.sha256()  # hardware-accelerated on current CPUs: ~2x blake2b over the ~45 KB of 384 groups
+    h.update(b"mm-handoff-layout/3\0")
     h.update(repr((layout.family, layout.convention, layout.tokenizer_digest, layout.spec.digest(),
                    layout.mrope_position_delta)).encode())
     values, counts = layout.rle()  # canonical and ~100x smaller than the ids
@@ -395,4 +395,4 @@ def _fingerprint(layout: HandoffLayout, include_mrope: bool) -> str:
     if include_mrope and layout.mrope_position_ids is not None:
         h.update(b"mrope")
         h.update(np.ascontiguousarray(layout.mrope_position_ids, dtype="<i8").tobytes())
-    return h.hexdigest()
+    return h.hexdigest()[:32]
