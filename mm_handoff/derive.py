@@ -30,6 +30,8 @@ def _split_runs(ids: np.ndarray, pad: int, lengths: list, modality: str, request
     """
     field = f"{modality} pads"
     total = int(sum(lengths))
+    if not total and not (ids == pad).any():  # no item of this modality: one compare, not the run split
+        return []
     hit = np.empty(ids.shape[0] + 2, dtype=np.int8)
     hit[0] = hit[-1] = 0
     np.equal(ids, pad, out=hit[1:-1].view(bool))
@@ -68,11 +70,7 @@ def _timestamps(ids: np.ndarray, spec: TokenSpec, offsets: np.ndarray):
     marker = offsets.astype(np.int64) - 1
     pos = marker[:, None] - np.arange(_MAX_TS_TOKENS, -1, -1)[None, :]
     w = np.where(pos >= 0, ids[np.maximum(pos, 0)], -1)  # (groups, 13); column 12 is the marker
-    digits = np.asarray(vocab.digits, dtype=np.int64)
-    order = np.argsort(digits, kind="stable")
-    slot = np.minimum(np.searchsorted(digits[order], w), digits.shape[0] - 1)
-    is_digit = digits[order][slot] == w
-    value = np.where(is_digit, order[slot], 0)
+    is_digit, value = _digit_values(w, vocab.digits)
     tail = (w[:, 12] == spec.vision_start) & (w[:, 11] == vocab.close) & (w[:, 10] == vocab.seconds) \
         & (w[:, 8] == vocab.dot) & is_digit[:, 9]
     cols = np.arange(8)
@@ -83,6 +81,19 @@ def _timestamps(ids: np.ndarray, spec: TokenSpec, offsets: np.ndarray):
         return None
     acc = (value[:, :8] * np.where(integer, 10 ** (7 - cols), 0)).sum(axis=1) * 10 + value[:, 9]
     return acc / 10, marker - _MAX_TS_TOKENS + opens, marker
+
+
+def _digit_values(tokens: np.ndarray, digits) -> tuple:
+    """``(is a digit, its value)`` for each token; one subtraction when the ten ids are consecutive."""
+    digits = np.asarray(digits, dtype=np.int64)
+    if bool((np.diff(digits) == 1).all()):  # Qwen: '0'..'9' are ids 15..24
+        value = tokens - digits[0]
+        is_digit = (value >= 0) & (value < digits.shape[0])
+        return is_digit, np.where(is_digit, value, 0)
+    order = np.argsort(digits, kind="stable")
+    slot = np.minimum(np.searchsorted(digits[order], tokens), digits.shape[0] - 1)
+    is_digit = digits[order][slot] == tokens
+    return is_digit, np.where(is_digit, order[slot], 0)
 
 
 def derive_layout(
