@@ -187,6 +187,19 @@ def cmd_run(args) -> int:
     return run_command(args.command)
 
 
+def _layout_command(sub, name: str, help_text: str, files: tuple, func, *, grids: bool) -> None:
+    """A verb that reads layouts from files: the files, then --family [--*-grid-thw] --json."""
+    cmd = sub.add_parser(name, help=help_text)
+    for file in files:
+        cmd.add_argument(file)
+    cmd.add_argument("--family")
+    if grids:
+        cmd.add_argument("--image-grid-thw")
+        cmd.add_argument("--video-grid-thw")
+    cmd.add_argument("--json", action="store_true")
+    cmd.set_defaults(func=func)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ._version import __version__
 
@@ -208,20 +221,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--json", action="store_true", help="machine-readable report on stdout")
     d.set_defaults(func=cmd_demo)
 
-    i = sub.add_parser("inspect", help="print the layout of a prompt's token ids (file or - for stdin)")
-    i.add_argument("file")
-    i.add_argument("--family")
-    i.add_argument("--image-grid-thw")
-    i.add_argument("--video-grid-thw")
-    i.add_argument("--json", action="store_true")
-    i.set_defaults(func=cmd_inspect)
-
-    df = sub.add_parser("diff", help="compare two layouts and name the first difference (exit 1 if they differ)")
-    df.add_argument("a")
-    df.add_argument("b")
-    df.add_argument("--family")
-    df.add_argument("--json", action="store_true")
-    df.set_defaults(func=cmd_diff)
+    _layout_command(sub, "inspect", "print the layout of a prompt's token ids (file or - for stdin)",
+                    ("file",), cmd_inspect, grids=True)
+    _layout_command(sub, "diff", "compare two layouts and name the first difference (exit 1 if they differ)",
+                    ("a", "b"), cmd_diff, grids=False)
 
     sc = sub.add_parser("selfcheck", help="engine-free end-to-end check of the core")
     sc.add_argument("--family", default="qwen3_vl")
