@@ -70,9 +70,6 @@ class PlaceholderRun:
         return self.offset + self.length
 
 
-_NEW = object.__new__
-
-
 def runs_from_arrays(offsets, lengths) -> CheckedRuns:
     """An item's runs from two integer arrays, checked in one vectorised pass (offsets >= 0,
     lengths >= 1, as ``PlaceholderRun``'s validators require) instead of one validator call per
@@ -85,12 +82,11 @@ def runs_from_arrays(offsets, lengths) -> CheckedRuns:
         k = int(np.flatnonzero((off < 0) | (ln < 1))[0])
         raise LayoutError("PlaceholderRun.offset" if off[k] < 0 else "PlaceholderRun.length",
                           "an int >= 0 (offset) and >= 1 (length)", (int(off[k]), int(ln[k])))
-    runs = list(map(_NEW, itertools.repeat(PlaceholderRun, off.shape[0])))  # C loops, no per-run frame
+    runs = list(map(object.__new__, itertools.repeat(PlaceholderRun, off.shape[0])))  # C loops, no frames
     collections.deque(map(_SLOT_OFFSET.__set__, runs, off.tolist()), maxlen=0)
     collections.deque(map(_SLOT_LENGTH.__set__, runs, ln.tolist()), maxlen=0)
     out = CheckedRuns(runs)
-    out.offsets = _readonly(off.astype(np.int64))
-    out.lengths = _readonly(ln.astype(np.int64))
+    out.offsets, out.lengths = _readonly(off.astype(np.int64)), _readonly(ln.astype(np.int64))
     out.total = int(out.lengths.sum())
     return out
 
@@ -307,7 +303,7 @@ class HandoffLayout:
         """JSON-safe, checksummed form (:mod:`mm_handoff.wire`); mRoPE ids are not shipped."""
         values, counts = self.rle()
         items = tuple(wire.WireItem(item.modality, item.grid_thw, *run_arrays(item.runs), item.timestamps,
-                                    item.timestamp_spans) for item in self.items)
+                                    _span_array(item.timestamp_spans)) for item in self.items)
         return wire.encode(wire.WireContent(
             family=self.family, convention=self.convention, tokenizer_digest=self.tokenizer_digest,
             spec=self.spec, values=values, counts=counts, items=items,
@@ -371,6 +367,11 @@ class HandoffLayout:
                 f"mrope={'yes' if self.mrope_position_ids is not None else 'no'})")
 
 
+def _span_array(spans):
+    """Spans as a (k, 2) array when they were built from arrays (else as they are)."""
+    return np.column_stack((spans.starts, spans.ends)) if hasattr(spans, "starts") else spans
+
+
 def _readonly(arr: np.ndarray) -> np.ndarray:
     arr.flags.writeable = False
     return arr
@@ -389,9 +390,7 @@ def _fingerprint(layout: HandoffLayout, include_mrope: bool) -> str:
         h.update(np.column_stack(run_arrays(item.runs)).astype("<i8").tobytes())  # (offset, length) pairs
         if item.timestamps is not None:
             h.update(np.asarray(item.timestamps, dtype="<f8").tobytes())
-            spans = item.timestamp_spans
-            h.update((np.column_stack((spans.starts, spans.ends)) if hasattr(spans, "starts") else
-                      np.asarray(spans)).astype("<i8").tobytes())
+            h.update(np.asarray(_span_array(item.timestamp_spans)).astype("<i8").tobytes())
     if include_mrope and layout.mrope_position_ids is not None:
         h.update(b"mrope")
         h.update(np.ascontiguousarray(layout.mrope_position_ids, dtype="<i8").tobytes())
