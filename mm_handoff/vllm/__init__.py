@@ -6,10 +6,6 @@ with their deepstack levels, the grids and HF's timestamps from a layout. PD sid
 :func:`check_output` / :func:`check_expansion` compare what vLLM expanded with the carried layout;
 :func:`install` (or ``MM_HANDOFF_VLLM_CHECK=1`` through vLLM's plugin entry point) runs the same
 check inside the engine. See ``docs/vllm.md``.
-
->>> import mm_handoff.vllm as glue
->>> glue.is_installed()
-False
 """
 
 from ._check import check_expansion, check_output, check_raw_prompt

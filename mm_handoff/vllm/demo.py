@@ -20,7 +20,11 @@ import sys
 import tempfile
 import time
 
-__all__ = ["run_demo", "save_tiny_checkpoint", "start_engine"]
+__all__ = ["run_demo", "save_tiny_checkpoint", "start_engine", "ENGINE_DTYPES"]
+
+#: the families the demo and the tests run, and their dtype on vLLM's CPU build (Qwen3.5's
+#: linear-attention layers run in bfloat16 only there: "CPU GDN attention requires BF16")
+ENGINE_DTYPES = {"qwen3_vl": "float32", "qwen3_5": "bfloat16"}
 
 #: the released Qwen3-VL checkpoints normalize images and videos alike (vLLM 0.32 uses the image values
 #: for video pixels too)
@@ -28,8 +32,9 @@ _NORMALIZE = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
 
 
 def _tiny_model(family: str):
-    """The project's tiny model; for Qwen3.5 with its linear-attention heads widened from 16 to 32, the
-    smallest width vLLM's CPU kernel takes (``chunk_gated_delta_rule_cpu``: head_dim a multiple of 32)."""
+    """The project's tiny model; for Qwen3.5 with its linear-attention heads widened from 16 to 128, the
+    released checkpoints' width: vLLM's CPU kernel ``chunk_gated_delta_rule_cpu`` refuses 16 ("expect
+    head_dim to be multiples of 32") and 32 ("Unexpected head dim size")."""
     import torch
     import transformers
 
@@ -38,7 +43,7 @@ def _tiny_model(family: str):
     if family != "qwen3_5":
         return build_tiny_model(family)
     cfg = tiny_config(family)
-    cfg.text_config.linear_key_head_dim = cfg.text_config.linear_value_head_dim = 32
+    cfg.text_config.linear_key_head_dim = cfg.text_config.linear_value_head_dim = 128
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         model = getattr(transformers, model_class_name(family))(cfg)
@@ -46,7 +51,10 @@ def _tiny_model(family: str):
 
 
 def save_tiny_checkpoint(family: str, directory) -> tuple:
-    """``(model, processor, adapter)``: the tiny model and the real processor, saved with save_pretrained."""
+    """``(model, processor, adapter)``: the tiny model (fp32 weights saved with save_pretrained; returned
+    in the engine's dtype, as an encoder for that engine runs) and the real processor, saved too."""
+    import torch
+
     from ..hf.processors import build_processor
     from ..registry import get_adapter
 
@@ -54,20 +62,17 @@ def save_tiny_checkpoint(family: str, directory) -> tuple:
     processor = build_processor(family, image_kwargs=_NORMALIZE)
     model.save_pretrained(directory)
     processor.save_pretrained(directory)
+    model = model.to(getattr(torch, ENGINE_DTYPES[family]))
     return model, processor, get_adapter(model.config, tokenizer=processor.tokenizer)
 
 
-def start_engine(directory, *, videos: int = 2, images: int = 1, dtype: str = "float32"):
-    """vLLM's ``LLM`` on a saved checkpoint with the embeds path on, sized for a small CPU machine.
-
-    ``dtype``: float32 where vLLM's CPU kernels allow it (Qwen3.5's linear-attention layers need
-    bfloat16 on CPU: vLLM 0.32 asserts "CPU GDN attention requires BF16").
-    """
+def start_engine(directory, family: str, *, videos: int = 2, images: int = 1):
+    """vLLM's ``LLM`` on a saved checkpoint with the embeds path on, sized for a small CPU machine."""
     from vllm import LLM
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    return LLM(model=str(directory), dtype=dtype, max_model_len=16384, enforce_eager=True, seed=0,
+    return LLM(model=str(directory), dtype=ENGINE_DTYPES[family], max_model_len=16384, enforce_eager=True, seed=0,
                enable_mm_embeds=True, gpu_memory_utilization=0.5, skip_mm_profiling=True,
                limit_mm_per_prompt={"image": images, "video": videos})
 
@@ -125,7 +130,8 @@ def format_report(rows: dict, layout) -> str:
 
 
 def run_demo(args) -> int:
-    """The CLI entry: ``args`` has frames, height, width, fps, hd, report_prompt, max_new_tokens, json."""
+    """The CLI entry: ``args`` has family, frames, height, width, fps, hd, report_prompt, max_new_tokens,
+    json (the ``demo`` sub-command's options); returns the exit status."""
     from ..demo import PROMPT, REPORT_PROMPT, demo_request
     from ..errors import UsageError
 
@@ -136,13 +142,16 @@ def run_demo(args) -> int:
         raise UsageError(f"--engine vllm needs vLLM and the hf extra's packages (see docs/vllm.md): {exc}") from None
     from ._request import embeds_request, item_embeddings
 
+    family = getattr(args, "family", "qwen3_vl")
+    if family not in ENGINE_DTYPES:
+        raise UsageError(f"--engine vllm runs {sorted(ENGINE_DTYPES)}, not {family!r}")
     height, width = (720, 1280) if getattr(args, "hd", False) else (args.height, args.width)
     req = demo_request(args.frames, height, width, args.fps, REPORT_PROMPT if args.report_prompt else PROMPT)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="mm-handoff-vllm-") as directory:
-        sys.stderr.write("building a tiny random Qwen3-VL and starting vLLM (1-2 minutes on a CPU) ...\n")
-        model, processor, adapter = save_tiny_checkpoint("qwen3_vl", directory)
-        llm = start_engine(directory, videos=1, images=0)
+        sys.stderr.write(f"building a tiny random {family} and starting vLLM (1-2 minutes on a CPU) ...\n")
+        model, processor, adapter = save_tiny_checkpoint(family, directory)
+        llm = start_engine(directory, family, videos=1, images=0)
         enc = encode(model, processor, adapter, messages=req["messages"], videos=[req["videos"]],
                      video_metadata=[req["video_metadata"]], request_id="demo-vllm")
         request = embeds_request(enc.layout, item_embeddings(enc.embeddings, enc.deepstack, enc.item_rows),

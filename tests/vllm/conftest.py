@@ -26,8 +26,6 @@ def _real_vllm() -> bool:
 collect_ignore_glob = [] if _real_vllm() else ["test_*.py"]
 
 FAMILIES = ("qwen3_vl", "qwen3_5")
-#: vLLM's CPU build runs Qwen3.5's linear-attention (GDN) layers in bfloat16 only
-DTYPES = {"qwen3_vl": "float32", "qwen3_5": "bfloat16"}
 
 
 @pytest.fixture(scope="module", params=FAMILIES)
@@ -38,7 +36,7 @@ def engine(request, tmp_path_factory):
     family = request.param
     directory = tmp_path_factory.mktemp(f"tiny_{family}")
     model, processor, adapter = save_tiny_checkpoint(family, directory)
-    llm = start_engine(directory, videos=2, images=1, dtype=DTYPES[family])
+    llm = start_engine(directory, family, videos=2, images=1)
     yield llm, model, processor, adapter, family
     llm.llm_engine.engine_core.shutdown()
     del llm
