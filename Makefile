@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.mm-handoff-installed
 DEMO_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: demo test bench setup clean test-vllm
+.PHONY: demo test bench setup clean test-vllm conformance
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -57,3 +57,9 @@ $(VLLM_STAMP): pyproject.toml tests/vllm/torchvision_cpu_schemas.py
 
 test-vllm: $(VLLM_STAMP)
 	VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 $(VLLM_PY) -m pytest tests/vllm -p no:cacheprovider $(PYTEST_ARGS)
+
+# The glue against TensorRT-LLM's own Python files (no GPU, no compiled parts; docs/trtllm.md says how):
+#   MM_HANDOFF_TRTLLM_SRC=<TensorRT-LLM checkout, or a dir holding its tensorrt_llm/ files> make conformance
+conformance: $(STAMP)
+	@test -n "$$MM_HANDOFF_TRTLLM_SRC" || { echo "set MM_HANDOFF_TRTLLM_SRC=<TensorRT-LLM checkout or dir holding tensorrt_llm/>"; exit 2; }
+	$(PY) -m pytest tests/upstream -p no:cacheprovider $(PYTEST_ARGS)

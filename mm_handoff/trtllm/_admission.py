@@ -46,8 +46,7 @@ from ._carrier import (
     request_label,
 )
 
-__all__ = ["admission_wrapper", "prefill_wrapper", "get_prompt_token_ids_wrapper", "check_admission",
-           "disagg_prefill_inputs"]
+__all__ = ["admission_wrapper", "prefill_wrapper", "check_admission", "disagg_prefill_inputs", "own_prompt"]
 
 
 @attrs.define
@@ -133,22 +132,12 @@ def prefill_wrapper(wrapped, processor, args, kwargs, *, policy: Policy):
     return _prefill_call(wrapped, processor, args, kwargs, policy, _prefill_inputs)
 
 
-def get_prompt_token_ids_wrapper(wrapped, processor, args, kwargs, *, policy: Policy):
-    """The same hook point under its older name, ``get_prompt_token_ids``, which returned
-    ``(ids, positions, lengths)``."""
-    return _prefill_call(wrapped, processor, args, kwargs, policy, _prompt_token_ids_tuple)
-
-
 def _prefill_inputs(layout, wrapped):
     func = getattr(wrapped, "__func__", wrapped)
     cls = getattr(func, "__globals__", {}).get("DisaggPrefillMultimodalInputs")
     if cls is None:
         from tensorrt_llm.inputs.multimodal import DisaggPrefillMultimodalInputs as cls
     return disagg_prefill_inputs(layout, cls)
-
-
-def _prompt_token_ids_tuple(layout, wrapped):
-    return layout.token_id_list(), layout.multimodal_positions, layout.multimodal_lengths
 
 
 def disagg_prefill_inputs(layout, result_class):
@@ -198,7 +187,7 @@ def _prefill(wrapped, processor, args, kwargs, policy, as_result):
     if LAYOUT_KEY in found:
         try:
             layout = accept_layout(found[LAYOUT_KEY], adapter, embeddings=mm_handles,
-                                   prompt_token_ids=_own_prompt(processor, inputs))
+                                   prompt_token_ids=own_prompt(processor, inputs))
         except HandoffError as exc:
             out = enforce(policy, exc, where="prefill (carried layout)", rebuild=rebuild if can_rebuild else None)
             return (None, None, wrapped(*args, **kwargs)) if out is FALLBACK else out
@@ -215,7 +204,7 @@ def _prefill(wrapped, processor, args, kwargs, policy, as_result):
     return (None, None, stock) if out is FALLBACK else out
 
 
-def _own_prompt(processor, inputs):
+def own_prompt(processor, inputs):
     """This request's prompt ids, expanded or not; None when the request carries neither ids nor text.
 
     A text prompt is tokenized as upstream's prefill method does it:
@@ -240,7 +229,12 @@ def _rebuild(processor, adapter, inputs, mm_handles, found):
         raise HandoffError(f"multimodal_embedding_handles[0][{GRIDS_KEY!r}]",
                            "the encoder's grids (and video metadata) to rebuild from", grids,
                            hint="policy=rebuild needs them; the encoder stamps them")
-    prompt = _own_prompt(processor, inputs)
+    if grids.get("rebuildable") is False:
+        raise HandoffError(f"multimodal_embedding_handles[0][{VIDEO_METADATA_KEY!r}]",
+                           "video metadata naming the frames HF sampled (checked at the encoder)",
+                           "metadata that does not reproduce the encoder's ids",
+                           hint="the encoder found the rebuild would differ; carry its layout instead")
+    prompt = own_prompt(processor, inputs)
     if prompt is None:
         raise HandoffError("inputs['prompt']", "the text prompt (to rebuild the layout from)", None)
     convention = grids.get("convention")

@@ -1,12 +1,20 @@
 """The encoder side: ``MultimodalEncoder.generate_async`` and the ``_preprocess`` it runs.
 
 ``MultimodalEncoder.generate_async`` runs ``BaseLLM._preprocess`` (aggregated branch) synchronously in
-the caller's thread (``tensorrt_llm/llmapi/llm.py``). Two wrappers, one file: :func:`preprocess_wrapper`
-(on ``MultimodalEncoder._preprocess``) keeps the expanded ids and grids of the call in the slot that
-:func:`generate_async_wrapper` opened for it; ``generate_async_wrapper`` then derives the layout with
-the family adapter and stamps it (plus grids and video metadata) into
-``disaggregated_params.multimodal_embedding_handles[0]``, at once when the output is already complete,
-else when its response arrives (``_handle_response`` on that one output object).
+the caller's thread (``tensorrt_llm/llmapi/llm.py``). Three wrappers, one file: :func:`to_handle_wrapper`
+(on ``MultimodalParams.to_handle``) reads the grids while they are still tensors, before ``_preprocess``
+turns them into ``SharedTensorContainer`` handles; :func:`preprocess_wrapper` (on
+``MultimodalEncoder._preprocess``) keeps the expanded ids; both fill the slot that
+:func:`generate_async_wrapper` opened for the call, which then derives the layout with the family adapter
+and stamps it (plus grids and video metadata) into ``disaggregated_params.multimodal_embedding_handles[0]``,
+at once when the output is already complete, else when its response arrives (``_handle_response`` on that
+one output object).
+
+The handles belong to the engine and serve exactly one consumer (upstream's ``SharedTensorContainer``
+@ 26f204627ad82077ec8490879ef633c6968e7b1c: each ``dump_to_dict`` adds one reference to the shared-memory
+file, each rebuild-and-free removes one, and same-process ``local`` handles are popped on first read). The
+worker's ``to_tensor`` is that consumer, so nothing here ever rebuilds a handle: a grid that is already a
+handle is not read.
 
 The slot is a :class:`contextvars.ContextVar`: concurrent ``generate_async`` calls in other threads
 or tasks each see their own.
@@ -24,6 +32,7 @@ import numpy as np
 from ..accept import call_adapter
 from ..errors import AdapterNotFoundError, HandoffError
 from ..policy import Policy
+from ._admission import own_prompt as _own_prompt
 from ._carrier import (
     GRIDS_KEY,
     LAYOUT_KEY,
@@ -35,7 +44,7 @@ from ._carrier import (
     find_multimodal_params,
 )
 
-__all__ = ["generate_async_wrapper", "preprocess_wrapper", "build_stamp", "stamp_handles", "attach_stamp",
+__all__ = ["generate_async_wrapper", "preprocess_wrapper", "to_handle_wrapper", "build_stamp", "stamp_handles", "attach_stamp",
            "grids_from_multimodal_data", "json_safe_metadata"]
 
 log = logging.getLogger("mm_handoff.trtllm")
@@ -44,20 +53,44 @@ log = logging.getLogger("mm_handoff.trtllm")
 _SLOT: contextvars.ContextVar[Optional[dict]] = contextvars.ContextVar("mm_handoff_encoder_slot", default=None)
 
 
+def to_handle_wrapper(wrapped, params, args, kwargs, *, policy: Policy):
+    """``MultimodalParams.to_handle``: inside an open slot, read the grids first (still tensors)."""
+    slot = _SLOT.get()
+    element = args[0] if args else kwargs.get("element")
+    if slot is not None and "grids" not in slot and element == "multimodal_data":
+        slot["grids"] = grids_from_multimodal_data(getattr(params, "multimodal_data", None))
+    return wrapped(*args, **kwargs)
+
+
 def preprocess_wrapper(wrapped, encoder, args, kwargs, *, policy: Policy):
-    """``MultimodalEncoder._preprocess``: run it; keep the expanded ids and grids for the open slot."""
+    """``MultimodalEncoder._preprocess``: run it; keep the expanded ids (and grids still unread)."""
     result = wrapped(*args, **kwargs)
     slot = _SLOT.get()
     if slot is not None and "prompt_token_ids" not in slot and isinstance(result, tuple) and result:
         slot["prompt_token_ids"] = result[0]
-        mm_params = find_multimodal_params(result)
-        slot["grids"] = grids_from_multimodal_data(getattr(mm_params, "multimodal_data", None))
+        if "grids" not in slot:  # no to_handle ran: the grids are plain values, or handles left unread
+            mm_params = find_multimodal_params(result)
+            slot["grids"] = grids_from_multimodal_data(getattr(mm_params, "multimodal_data", None))
     return result
+
+
+def _skips_the_stamp(inputs) -> bool:
+    """``PreprocessedInputs`` with multimodal data: ``_preprocess`` already ran, outside any slot."""
+    params = getattr(inputs, "multimodal_params", None)
+    return (not isinstance(inputs, (dict, str, list)) and hasattr(inputs, "prompt_token_ids")
+            and params is not None and bool(getattr(params, "multimodal_data", None)))
 
 
 def generate_async_wrapper(wrapped, encoder, args, kwargs, *, policy: Policy):
     """``MultimodalEncoder.generate_async``: run it with a capture slot open, then stamp the output."""
     inputs = args[0] if args else kwargs.get("inputs")
+    if _skips_the_stamp(inputs):
+        enforce(policy, HandoffError(
+            "inputs", "the prompt dict (generate_async runs _preprocess, where mm-handoff reads what it stamps)",
+            f"{type(inputs).__name__} from preprocess()",
+            hint="this request's layout is not stamped; pass the raw inputs to generate_async"),
+            where="encoder (a request that skips the stamp)")
+        return wrapped(*args, **kwargs)
     slot: dict = {}
     token = _SLOT.set(slot)
     try:
@@ -70,7 +103,8 @@ def generate_async_wrapper(wrapped, encoder, args, kwargs, *, policy: Policy):
     request_id = getattr(output, "request_id", None)
     try:
         adapter = adapter_for(getattr(encoder, "input_processor", None), request_id=request_id)
-        stamp = build_stamp(adapter, ids, grids, inputs, policy=policy, request_id=request_id)
+        stamp = build_stamp(adapter, ids, grids, inputs, policy=policy, request_id=request_id,
+                            prompt_ids=_prompt_ids(encoder, inputs))
     except AdapterNotFoundError:  # not a family mm-handoff knows: its handoff is not ours to stamp
         return output
     except HandoffError as exc:  # no adapter for this processor, or one that fails: nothing is shipped
@@ -80,8 +114,21 @@ def generate_async_wrapper(wrapped, encoder, args, kwargs, *, policy: Policy):
     return output
 
 
-def build_stamp(adapter, ids, grids: dict, inputs, *, policy: Policy, request_id=None) -> dict:
-    """The keys to stamp: grids + video metadata always, the layout when it derives cleanly."""
+def _prompt_ids(encoder, inputs):
+    """This request's unexpanded prompt ids (as the prefill side tokenizes them), or None."""
+    processor = getattr(encoder, "input_processor", None)
+    try:
+        return None if processor is None else _own_prompt(processor, inputs)
+    except Exception:  # no tokenizer, no text: the rebuild check then says "not reproducible"
+        return None
+
+
+def build_stamp(adapter, ids, grids: dict, inputs, *, policy: Policy, request_id=None, prompt_ids=None) -> dict:
+    """The keys to stamp: grids + video metadata always, the layout when it derives cleanly.
+
+    The metadata is the IO loader's; HF may have sampled other frames (Qwen3-VL samples by default), so a
+    rebuild from it is offered only when it reproduces these ids (checked here, where both are known).
+    """
     videos = (inputs.get("multi_modal_data") or {}).get("video") if isinstance(inputs, dict) else None
     stamp = {
         GRIDS_KEY: {"family": adapter_value(adapter, "family", request_id=request_id),
@@ -97,7 +144,23 @@ def build_stamp(adapter, ids, grids: dict, inputs, *, policy: Policy, request_id
         enforce(policy, exc, where="encoder (deriving the layout to ship)", rebuild=lambda: None)
         return stamp
     stamp[LAYOUT_KEY] = layout.to_wire()
+    if videos and not _rebuild_reproduces(adapter, prompt_ids, grids, stamp[VIDEO_METADATA_KEY], layout):
+        stamp[GRIDS_KEY]["rebuildable"] = False
+        log.warning("mm-handoff: request %r: the video metadata does not reproduce the frames HF sampled; "
+                    "no rebuild is offered for it", request_id)
     return stamp
+
+
+def _rebuild_reproduces(adapter, prompt_ids, grids: dict, metadata, layout) -> bool:
+    """Whether rebuilding from the prompt, grids and carried metadata gives exactly ``layout``'s ids."""
+    if prompt_ids is None:
+        return False
+    try:
+        rebuilt = adapter.rebuild_token_ids(prompt_ids, image_grid_thw=grids.get("image_grid_thw"),
+                                            video_grid_thw=grids.get("video_grid_thw"), video_metadata=metadata)
+    except Exception:  # any failure means: not reproducible
+        return False
+    return np.array_equal(np.asarray(rebuilt), np.asarray(layout.token_ids))
 
 
 def stamp_handles(handles, stamp: dict) -> None:
@@ -133,13 +196,9 @@ def attach_stamp(output, stamp: dict) -> None:
 
 # ------------------------------------------------------------------------------ what is stamped
 def _to_list(value):
-    """Tensor / array / SharedTensorContainer handle dict / list -> nested Python list."""
-    if value is None:
+    """Tensor / array / list -> nested Python list; an engine handle (dict) is never rebuilt: None."""
+    if value is None or isinstance(value, dict):
         return None
-    if isinstance(value, dict) and "tensor_size" in value:
-        from tensorrt_llm._torch.shared_tensor import SharedTensorContainer
-
-        value = SharedTensorContainer.from_dict(value).get_local_view()
     if hasattr(value, "detach"):
         value = value.detach().cpu()
     if hasattr(value, "tolist"):

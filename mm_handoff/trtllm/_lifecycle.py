@@ -27,12 +27,25 @@ log = logging.getLogger("mm_handoff.trtllm")
 
 ENGINE = "tensorrt_llm"
 
-#: Releases whose hook points this glue was checked against (requirement-string form, as OTel does).
-#: 1.3.0rc25 is the release of upstream issue #20138; main at 760a584 carries the same code.
-SUPPORTED_VERSIONS = ("tensorrt_llm >= 1.2.0rc0, < 1.5",)
+#: Releases whose hook points this glue was checked against (requirement-string form, as OTel does):
+#: the conformance suite (tests/upstream, docs/trtllm.md's table) ran upstream's own files of 1.3.0rc25's
+#: code (the release of upstream issue #20138). Older releases use ``get_prompt_token_ids``, which
+#: mm-handoff does not support.
+SUPPORTED_VERSIONS = ("tensorrt_llm >= 1.3.0rc25, < 1.5",)
 
 #: ``DisaggregatedParams`` fields that mean upstream carries the encoder layout itself.
 UPSTREAM_FIX_FIELDS = ("multimodal_layout",)
+
+#: Upstream carriers of (part of) the layout, and what mm-handoff does when the class has the field.
+UPSTREAM_CARRIERS = {
+    "multimodal_layout": "present: upstream carries the encoder's layout; mm-handoff stands down",
+    "multimodal_item_runs": "present: item runs only, not the encoder's expanded prompt; mm-handoff stays "
+                            "installed and ships its own layout",
+    "multimodal_hash_positions": "present: hash positions only; mm-handoff stays installed",
+}
+
+#: where ``llm.py`` imports ``DisaggregatedParams`` from, newest first (it moved to executor/params)
+_PARAMS_MODULES = ("llmapi.llm", "executor.params.disaggregation", "disaggregated_params")
 
 
 # ------------------------------------------------------------------------------- version gate
@@ -78,14 +91,32 @@ def engine_version(module) -> Optional[str]:
     return distribution_version(ENGINE) or distribution_version("tensorrt-llm")
 
 
+def params_class():
+    """The ``DisaggregatedParams`` class ``llm.py`` actually uses (its own import), else the newest module's."""
+    for name in _PARAMS_MODULES:
+        try:
+            cls = getattr(importlib.import_module(f"{ENGINE}.{name}"), "DisaggregatedParams", None)
+        except Exception:
+            continue
+        if isinstance(cls, type):
+            return cls
+    return None
+
+
+def _params_fields() -> dict:
+    return getattr(params_class(), "__dataclass_fields__", None) or {}
+
+
 def upstream_fix_fields() -> list:
     """The ``DisaggregatedParams`` fields that show upstream carries the layout itself (empty: no fix)."""
-    try:
-        mod = importlib.import_module(f"{ENGINE}.disaggregated_params")
-    except Exception:
-        return []
-    fields = getattr(getattr(mod, "DisaggregatedParams", None), "__dataclass_fields__", None) or {}
+    fields = _params_fields()
     return [name for name in UPSTREAM_FIX_FIELDS if name in fields]
+
+
+def upstream_carriers() -> dict:
+    """``{field: what mm-handoff does}`` for each upstream layout carrier the params class has."""
+    fields = _params_fields()
+    return {name: decision for name, decision in UPSTREAM_CARRIERS.items() if name in fields}
 
 
 def _refuse(field: str, expected, actual, hint: Optional[str] = None) -> EngineNotSupportedError:
@@ -247,9 +278,11 @@ def _hook_state(point) -> str:
 
 
 def _hook_row(point) -> dict:
+    state, reason = _hook_state(point), point.reason
+    if state == "missing" and not point.spec.required:  # an optional hook that moved or vanished
+        state, reason = "unavailable", f"slice check unavailable on this version: {reason}"
     return {"wrapper": wrapper_name(point.wrapper), "target": point.key, "process": point.spec.process,
-            "required": point.spec.required, "state": _hook_state(point), "reason": point.reason,
-            "upstream": point.spec.upstream}
+            "required": point.spec.required, "state": state, "reason": reason, "upstream": point.spec.upstream}
 
 
 def status(*, probe_engine: bool = True) -> dict:
@@ -267,6 +300,7 @@ def status(*, probe_engine: bool = True) -> dict:
             "upstream_fix_detected": bool(_STATE.upstream_fix_fields),
             "upstream_fix_fields": list(_STATE.upstream_fix_fields),
             "standing_down": _STATE.standing_down,
+            "upstream_carriers": {},
             "hooks": [],
             "left_in_place": _LEDGER.left_in_place(),
             "engine_error": None,
@@ -279,6 +313,7 @@ def status(*, probe_engine: bool = True) -> dict:
             report["tensorrt_llm"] = engine_version(importlib.import_module(ENGINE))
             fix = upstream_fix_fields()
             report["upstream_fix_detected"], report["upstream_fix_fields"] = bool(fix), fix
+            report["upstream_carriers"] = upstream_carriers()
             import_model_modules()
             points = probe()
         except Exception as exc:

@@ -18,8 +18,8 @@ import attrs
 
 from ..errors import HandoffError
 from ..registry import REGISTRY
-from ._admission import admission_wrapper, get_prompt_token_ids_wrapper, prefill_wrapper
-from ._encoder import generate_async_wrapper, preprocess_wrapper
+from ._admission import admission_wrapper, prefill_wrapper
+from ._encoder import generate_async_wrapper, preprocess_wrapper, to_handle_wrapper
 from ._ledger import WRAPPER_MARK, find_owner, target_key
 from ._worker import enqueue_request_wrapper, prepare_tp_inputs_wrapper
 
@@ -62,13 +62,16 @@ PATCH_TABLE: Tuple[PatchSpec, ...] = (
     PatchSpec("tensorrt_llm.llmapi.mm_encoder", "MultimodalEncoder", (("_preprocess", preprocess_wrapper),),
               ("inputs", "sampling_params", "disaggregated_params"), required=True, process="user",
               upstream=_LLM),
+    # where _preprocess turns the grids into one-use SharedTensorContainer handles: read them just before
+    PatchSpec("tensorrt_llm.inputs.multimodal", "MultimodalParams", (("to_handle", to_handle_wrapper),),
+              ("element",), required=True, process="user",
+              upstream="tensorrt_llm/inputs/multimodal.py @ 01138754b3f4b047dfacd714ff121cc7f4df6d67"),
     # PD side (_admission.py)
     PatchSpec("tensorrt_llm._torch.models.modeling_qwen3vl", "Qwen3VLInputProcessorBase",
-              (("build_disagg_prefill_multimodal_inputs", prefill_wrapper),
-               ("get_prompt_token_ids", get_prompt_token_ids_wrapper)),
+              (("build_disagg_prefill_multimodal_inputs", prefill_wrapper),),
               ("inputs", "mm_handles"), required=True, process="user", covers_registered_overrides=True,
-              upstream=f"{_QWEN3VL} @ 002f3cc3d0554c4ebd530d1354f96e89666d93b8 "
-                       "(get_prompt_token_ids: @ f4faed18a1a35ff6a29c29e91650faa70a793bff)"),
+              upstream=f"{_QWEN3VL} @ 002f3cc3d0554c4ebd530d1354f96e89666d93b8 (the older get_prompt_token_ids, "
+                       "@ f4faed18a1a35ff6a29c29e91650faa70a793bff, is outside the version gate)"),
     PatchSpec("tensorrt_llm.llmapi.llm", "BaseLLM", (("_preprocess", admission_wrapper),),
               ("inputs", "sampling_params", "disaggregated_params"), required=True, process="user", upstream=_LLM),
     # executor worker (_worker.py)
@@ -165,6 +168,9 @@ def _resolve(spec: PatchSpec) -> HookPoint:
             point.cls, point.attr, point.key, point.wrapper = cls, attr, target_key(cls, attr), wrapper
             return _check_callable(point, _unwrap_ours(raw))
     point.reason = f"{spec.module}:{spec.qualname} has none of {[attr for attr, _ in spec.hooks]}"
+    if find_owner(cls, "get_prompt_token_ids")[0] is not None:
+        point.reason += (" (it has get_prompt_token_ids: that era returns (ids, lengths, offsets), rewrites pads "
+                         "out of vocabulary and takes images only; mm-handoff does not support it)")
     return point
 
 

@@ -166,31 +166,25 @@ def test_renamed_required_method_refuses_naming_the_hook(engine):
         glue.install()
 
 
-def test_older_release_get_prompt_token_ids_is_detected_and_wrapped(deployment):
-    """An engine with the older name: that method is wrapped and answers the old tuple shape."""
+def test_older_release_get_prompt_token_ids_is_refused(engine):
+    """The get_prompt_token_ids era (ids, lengths, offsets; out-of-vocabulary pads; images only) is outside
+    the gate: install refuses, naming the missing hook and that era, and patches nothing."""
     from tensorrt_llm._torch.models.modeling_qwen3vl import Qwen3VLInputProcessorBase
 
     cls = Qwen3VLInputProcessorBase
     cls.get_prompt_token_ids = cls.build_disagg_prefill_multimodal_inputs
     del cls.build_disagg_prefill_multimodal_inputs
-    report = glue.install()
-    key = "tensorrt_llm._torch.models.modeling_qwen3vl:Qwen3VLInputProcessorBase.get_prompt_token_ids"
-    hook = {h["target"]: h for h in report["hooks"]}[key]
-    assert hook["state"] == "patched" and hook["wrapper"] == "_admission.get_prompt_token_ids_wrapper"
-    dep = deployment()
-
-    enc = dep.encoder.generate_async(video_request()).result()
-    ids, positions, lengths = dep.pd.input_processor.get_prompt_token_ids(
-        {"prompt": PROMPT}, enc.disaggregated_params.multimodal_embedding_handles)
-    assert ids == list(enc.prompt_token_ids) and lengths == [8] and len(positions) == 1
+    with pytest.raises(EngineNotSupportedError, match="build_disagg_prefill_multimodal_inputs.*get_prompt_token_ids"):
+        glue.install()
+    assert not glue.is_installed()
 
 
 def test_unsupported_version_refuses(engine):
     """A release outside the supported range is refused with the range in the message."""
     import tensorrt_llm
 
-    tensorrt_llm.__version__ = "1.1.0"
-    with pytest.raises(EngineNotSupportedError, match=r"tensorrt_llm >= 1\.2\.0rc0, < 1\.5.*'1\.1\.0'"):
+    tensorrt_llm.__version__ = "1.2.0rc0"  # the get_prompt_token_ids era: below what conformance verified
+    with pytest.raises(EngineNotSupportedError, match=r"tensorrt_llm >= 1\.3\.0rc25, < 1\.5.*'1\.2\.0rc0'"):
         glue.install()
 
 
@@ -240,6 +234,7 @@ def test_status_without_install_reports_found_hooks(engine):
     assert [(h["target"].rpartition(":")[2], h["wrapper"]) for h in report["hooks"]] == [
         ("MultimodalEncoder.generate_async", "_encoder.generate_async_wrapper"),
         ("MultimodalEncoder._preprocess", "_encoder.preprocess_wrapper"),
+        ("MultimodalParams.to_handle", "_encoder.to_handle_wrapper"),
         ("Qwen3VLInputProcessorBase.build_disagg_prefill_multimodal_inputs", "_admission.prefill_wrapper"),
         ("BaseLLM._preprocess", "_admission.admission_wrapper"),
         ("BaseWorker._enqueue_request", "_worker.enqueue_request_wrapper"),

@@ -1,0 +1,150 @@
+"""Drive upstream's real classes the way an E -> PD deployment does, with the compiled parts faked.
+
+Only the executor is fake (:class:`FakeEngine`): it records what ``generate_async`` hands the workers and
+answers like the encoder engine does, with real ``SharedTensorContainer`` handles for the embeddings and
+mRoPE tensors. Everything else (``BaseLLM._preprocess``, ``MultimodalEncoder.generate_async``, the
+Qwen3-VL input processor with the real HF processor) is upstream's code.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+PROMPT = ("<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>Describe this video.<|im_end|>\n"
+          "<|im_start|>assistant\n")
+HERE = Path(__file__).parent
+
+
+def hf_model_dir(tmp: Path):
+    """A tiny random Qwen3-VL checkpoint dir (config + real processor + offline tokenizer); (dir, config)."""
+    from mm_handoff.hf.processors import build_processor
+    from mm_handoff.hf.tiny import tiny_config
+
+    config = tiny_config("qwen3_vl")
+    config.architectures = ["Qwen3VLForConditionalGeneration"]
+    config.save_pretrained(str(tmp))
+    processor = build_processor("qwen3_vl")
+    processor.save_pretrained(str(tmp))
+    return tmp, config
+
+
+def clip(frames: int = 8, height: int = 64, width: int = 96, fps: float = 24.0):
+    """A VideoData-like item (``frames`` HWC uint8, ``metadata`` dict) as TensorRT-LLM's loader gives it."""
+    from mm_handoff.hf.processors import synthetic_clip
+
+    video, _ = synthetic_clip(frames, height, width, fps=fps)
+    meta = {"fps": fps, "duration": frames / fps, "total_num_frames": frames, "frames_indices": list(range(frames)),
+            "width": width, "height": height}
+    return SimpleNamespace(frames=[f for f in video], metadata=meta, audio=None)
+
+
+def video_inputs(**clip_kw) -> dict:
+    return {"prompt": PROMPT, "multi_modal_data": {"video": [clip(**clip_kw)]}}
+
+
+class FakeEngine:
+    """The executor: records each request, answers with real embedding / mRoPE handles."""
+
+    def __init__(self, upstream, config):
+        self.upstream, self.config, self.requests = upstream, config, []
+
+    def is_shutdown(self):
+        return False
+
+    def shutdown(self):
+        pass
+
+    def generate_async(self, prompt_token_ids, **kw):
+        import torch
+
+        self.requests.append(dict(kw, prompt_token_ids=list(prompt_token_ids)))
+        cfg = self.config
+        pads = int(np.isin(np.asarray(prompt_token_ids), [cfg.image_token_id, cfg.video_token_id]).sum())
+        width = cfg.text_config.hidden_size * (1 + len(cfg.vision_config.deepstack_visual_indexes))
+        container = self.upstream.shared_tensor.SharedTensorContainer
+        handle = container.from_tensor(torch.zeros(pads, width)).dump_to_dict()
+        mrope = container.from_tensor(torch.zeros(3, 1, len(prompt_token_ids), dtype=torch.int64)).dump_to_dict()
+        deltas = container.from_tensor(torch.zeros(1, 1, dtype=torch.int32)).dump_to_dict()
+        params = self.upstream.disagg.DisaggregatedParams(
+            request_type="context_only", multimodal_embedding_handles=[handle], multimodal_hashes=[[1] * 8],
+            mrope_position_ids_handle=mrope, mrope_position_deltas_handle=deltas)
+        return SimpleNamespace(request_id=len(self.requests), prompt_token_ids=list(prompt_token_ids),
+                               disaggregated_params=params, _streaming=False, metrics_dict={})
+
+
+def _llm_like(cls, processor, engine):
+    obj = object.__new__(cls)
+    obj.input_processor = processor
+    obj.args = SimpleNamespace(backend="pytorch", reasoning_parser=None, return_perf_metrics=False,
+                               enable_chunked_prefill=True, max_num_tokens=None)
+    obj._encode_only = False
+    obj._executor = engine
+    obj._post_processor_hook = None
+    obj._tokenizer = processor.tokenizer
+    obj._hf_model_config = None
+    return obj
+
+
+def encoder(upstream, processor, config):
+    """An upstream ``MultimodalEncoder`` (built without ``__init__``) over a :class:`FakeEngine`."""
+    return _llm_like(upstream.mm_encoder.MultimodalEncoder, processor, FakeEngine(upstream, config))
+
+
+def pd_llm(upstream, processor, config):
+    """An upstream ``LLM`` for the prefill side (its ``_preprocess`` is what runs)."""
+    return _llm_like(upstream.llm.LLM, processor, FakeEngine(upstream, config))
+
+
+def pd_params(upstream, output):
+    """The ``DisaggregatedParams`` the PD request carries: the encoder's handles (and stamp), context-only."""
+    enc = output.disaggregated_params
+    return upstream.disagg.DisaggregatedParams(
+        request_type="context_only", multimodal_embedding_handles=enc.multimodal_embedding_handles,
+        multimodal_hashes=enc.multimodal_hashes, mrope_position_ids_handle=enc.mrope_position_ids_handle,
+        mrope_position_deltas_handle=enc.mrope_position_deltas_handle)
+
+
+_WORKER = textwrap.dedent("""
+    import json, sys
+    sys.path.insert(0, {tests!r})
+    from upstream.trtllm_shim import UpstreamTree
+    UpstreamTree({root!r}).activate()
+    from tensorrt_llm._torch.shared_tensor import SharedTensorContainer
+    out = []
+    for handle in json.loads(sys.stdin.read()):
+        try:
+            tensor = SharedTensorContainer.from_dict(handle).get_local_view()
+            out.append(["ok", tensor.tolist()])
+            del tensor
+        except Exception as exc:
+            out.append(["error", f"{{type(exc).__name__}}: {{exc}}"])
+    print(json.dumps(out))
+""")
+
+
+def worker_restores(tree, handles) -> list:
+    """Rebuild each handle in another process, as the executor worker's ``to_tensor`` does."""
+    script = _WORKER.format(tests=str(HERE.parent), root=tree.root)
+    done = subprocess.run([sys.executable, "-c", script], input=json.dumps(handles), capture_output=True,
+                          text=True, timeout=120)
+    if done.returncode:
+        raise RuntimeError(done.stderr[-2000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def grid_handles(multimodal_params) -> list:
+    """The grid handle dicts ``_preprocess`` left in ``multimodal_data`` for the worker."""
+    data = multimodal_params.multimodal_data
+    out = []
+    for modality, key in (("image", "image_grid_thw"), ("video", "video_grid_thw")):
+        value = (data.get(modality) or {}).get(key)
+        if isinstance(value, dict):
+            out.append(value)
+    return out

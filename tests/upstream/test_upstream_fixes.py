@@ -1,0 +1,107 @@
+"""What reading upstream found, confirmed on upstream's code; each test failed on the glue before its fix."""
+
+import dataclasses
+from typing import Any, Optional
+
+import pytest
+from upstream import flows
+
+from mm_handoff.errors import EngineNotSupportedError, HandoffError
+
+LAYOUT_KEY = "mm_handoff.layout"
+
+
+def test_encoder_stamp_leaves_the_engine_handles_to_the_worker(upstream, model, glue):
+    """The grids become one-use SharedTensorContainer handles in ``_preprocess``; the stamp must not
+    consume them, so the worker (another process) still restores every one."""
+    upstream.tree.require("tensorrt_llm.llmapi.llm", "tensorrt_llm.llmapi.mm_encoder",
+                          "tensorrt_llm._torch.shared_tensor.shared_tensor", "tensorrt_llm.inputs.multimodal")
+    glue.install(policy="raise")
+    enc = flows.encoder(upstream, model.processor, model.config)
+    out = enc.generate_async(flows.video_inputs())
+    assert LAYOUT_KEY in out.disaggregated_params.multimodal_embedding_handles[0]
+    handles = flows.grid_handles(enc._executor.requests[0]["multimodal_params"])
+    assert handles, "the engine's grids travel to the worker as handles"
+    restored = flows.worker_restores(upstream.tree, handles)
+    assert [state for state, _ in restored] == ["ok"] * len(handles), restored
+
+
+def test_get_prompt_token_ids_era_is_out_of_the_gate(upstream, glue, monkeypatch):
+    """That era returns (ids, lengths, offsets), rewrites pads out of vocabulary and takes images only;
+    mm-handoff does not guess at it: install refuses, naming the hook."""
+    proc = upstream.qwen3vl.Qwen3VLInputProcessorBase
+    monkeypatch.delattr(proc, "build_disagg_prefill_multimodal_inputs")
+    monkeypatch.setattr(proc, "get_prompt_token_ids", lambda self, inputs, mm_handles: None, raising=False)
+    with pytest.raises(EngineNotSupportedError, match="build_disagg_prefill_multimodal_inputs"):
+        glue.install()
+    assert not glue.is_installed()
+
+
+def _params_with(upstream, field: str):
+    from tensorrt_llm.executor.params.disaggregation import DisaggregatedParams as Moved
+
+    @dataclasses.dataclass(slots=True, kw_only=True)
+    class DisaggregatedParams(Moved):
+        pass
+
+    DisaggregatedParams.__dataclass_fields__[field] = dataclasses.field(default=None)
+    DisaggregatedParams.__dataclass_fields__[field].name = field
+    return DisaggregatedParams
+
+
+def test_stand_down_reads_the_params_class_llm_py_uses(upstream, glue, monkeypatch):
+    """Recent upstream moved DisaggregatedParams to executor/params/disaggregation.py; the stand-down check
+    must read the class ``llm.py`` imports, not the old module."""
+    moved = _params_with(upstream, "multimodal_layout")
+    upstream.tree.require("tensorrt_llm.executor.params.disaggregation", "tensorrt_llm.llmapi.llm")
+    monkeypatch.setattr(upstream.llm, "DisaggregatedParams", moved)
+    report = glue.install()
+    assert report["standing_down"] and report["upstream_fix_fields"] == ["multimodal_layout"]
+
+
+def test_upstream_runs_carrier_is_decided_and_shown(upstream, glue, monkeypatch):
+    """``multimodal_item_runs`` carries runs, not the expanded prompt: mm-handoff stays installed and says so."""
+    monkeypatch.setattr(upstream.llm, "DisaggregatedParams", _params_with(upstream, "multimodal_item_runs"))
+    report = glue.install()
+    assert report["installed"] and not report["standing_down"]
+    assert report["upstream_carriers"]["multimodal_item_runs"].startswith("present")
+
+
+def test_vanished_slice_hooks_are_shown_unavailable(upstream, glue):
+    glue.install()
+    rows = [row for row in glue.status()["hooks"] if row["process"] == "worker"]
+    assert rows and all(row["state"] == "unavailable" for row in rows), rows
+    assert all("slice check unavailable on this version" in row["reason"] for row in rows)
+
+
+def test_a_request_that_skips_the_stamp_is_named(upstream, model, glue):
+    """``preprocess()`` then ``generate_async(PreprocessedInputs)`` bypasses the encoder's ``_preprocess``."""
+    glue.install(policy="raise")
+    enc = flows.encoder(upstream, model.processor, model.config)
+    pre = enc.preprocess(flows.video_inputs())
+    with pytest.raises(HandoffError, match="PreprocessedInputs"):
+        enc.generate_async(pre)
+
+
+def test_rebuild_metadata_is_the_frames_hf_used(upstream, model, glue):
+    """HF samples frames by default; a rebuild from the carried metadata must give the encoder's ids, or
+    the stamp must not offer a rebuild (never silently different ids)."""
+    glue.install(policy="rebuild")
+    enc = flows.encoder(upstream, model.processor, model.config)
+    out = enc.generate_async(flows.video_inputs(fps=24.0))  # 8 decoded frames; HF keeps 4
+    params = flows.pd_params(upstream, out)
+    params.multimodal_embedding_handles[0].pop(LAYOUT_KEY)
+    pd = flows.pd_llm(upstream, model.processor, model.config)
+    try:
+        ids = pd._preprocess({"prompt": flows.PROMPT}, None, params)[0]
+    except HandoffError as exc:
+        assert "video_metadata" in str(exc) or "grids" in str(exc)
+    else:
+        assert ids == out.prompt_token_ids
+
+
+def test_version_gate_is_what_the_conformance_runs_verified(upstream, glue):
+    from mm_handoff.trtllm._lifecycle import version_supported
+
+    assert version_supported(upstream.tree.version)
+    assert not version_supported("1.2.0rc0")  # the get_prompt_token_ids era

@@ -1,0 +1,79 @@
+"""The handoff on TensorRT-LLM's own code: registration, #20138, and the PD side with mm-handoff installed."""
+
+import numpy as np
+import pytest
+from upstream import flows
+
+from mm_handoff import validate
+from mm_handoff.errors import HandoffError
+
+PROCESSOR_MODULES = ("tensorrt_llm._torch.models.modeling_qwen3vl", "tensorrt_llm._torch.models.modeling_qwen2vl",
+                     "tensorrt_llm.inputs.registry", "tensorrt_llm.inputs.multimodal")
+LLM_MODULES = ("tensorrt_llm.llmapi.llm", "tensorrt_llm.llmapi.mm_encoder", "tensorrt_llm.disaggregated_params",
+               "tensorrt_llm._torch.shared_tensor.shared_tensor")
+
+
+def test_registration_and_install_on_the_real_classes(upstream, glue):
+    upstream.tree.require(*PROCESSOR_MODULES, *LLM_MODULES)
+    table = upstream.registry.INPUT_PROCESSOR_REGISTRY._input_processors_cls_by_model_type
+    proc = upstream.qwen3vl.Qwen3VLInputProcessorBase
+    assert table[upstream.qwen3vl.Qwen3VLModel] is proc and proc.support_mm_disagg is True
+    before = {name: vars(cls)[name] for cls, name in ((proc, "build_disagg_prefill_multimodal_inputs"),
+                                                      (upstream.llm.BaseLLM, "_preprocess"),
+                                                      (upstream.mm_encoder.MultimodalEncoder, "generate_async"))}
+    report = glue.install()
+    patched = {row["target"] for row in report["hooks"] if row["state"] == "patched"}
+    assert {"tensorrt_llm._torch.models.modeling_qwen3vl:Qwen3VLInputProcessorBase."
+            "build_disagg_prefill_multimodal_inputs", "tensorrt_llm.llmapi.llm:BaseLLM._preprocess",
+            "tensorrt_llm.llmapi.mm_encoder:MultimodalEncoder.generate_async"} <= patched
+    assert vars(proc)["build_disagg_prefill_multimodal_inputs"] is not before["build_disagg_prefill_multimodal_inputs"]
+    glue.uninstall()
+    after = {"build_disagg_prefill_multimodal_inputs": vars(proc)["build_disagg_prefill_multimodal_inputs"],
+             "_preprocess": vars(upstream.llm.BaseLLM)["_preprocess"],
+             "generate_async": vars(upstream.mm_encoder.MultimodalEncoder)["generate_async"]}
+    assert after == before
+    assert "_preprocess" not in vars(upstream.mm_encoder.MultimodalEncoder)
+
+
+def _layout(model, ids, **clip_kw):
+    """The aggregated layout of ``ids``, with the grids from upstream's own ``_preprocess`` (HF processor)."""
+    from mm_handoff import get_adapter
+
+    feature = model.processor._preprocess(flows.PROMPT, flows.video_inputs(**clip_kw)["multi_modal_data"], {})
+    return get_adapter("qwen3_vl").derive_layout(ids, video_grid_thw=feature["video_grid_thw"].tolist(),
+                                                  mrope=False)
+
+
+def _encode(upstream, model, **clip_kw):
+    enc = flows.encoder(upstream, model.processor, model.config)
+    out = enc.generate_async(flows.video_inputs(**clip_kw))
+    return enc, out
+
+
+def test_20138_on_upstream_code_and_the_validator_rejects_the_stock_handoff(upstream, model, glue):
+    upstream.tree.require(*PROCESSOR_MODULES, *LLM_MODULES)
+    _, out = _encode(upstream, model, fps=2.0)  # 2 fps: HF keeps all 8 frames (4 temporal groups)
+    aggregated = out.prompt_token_ids
+    pd = flows.pd_llm(upstream, model.processor, model.config)
+    stock = pd._preprocess({"prompt": flows.PROMPT}, None, flows.pd_params(upstream, out))[0]
+    assert (len(aggregated), len(stock)) == (70, 38)
+    layout = _layout(model, aggregated, fps=2.0)
+    with pytest.raises(HandoffError):
+        validate(layout, prompt_token_ids=stock, mrope_position_ids=(3, 1, len(aggregated)))
+
+
+def test_pd_side_with_install_uses_the_encoder_layout(upstream, model, glue):
+    upstream.tree.require(*PROCESSOR_MODULES, *LLM_MODULES)
+    glue.install(policy="raise")
+    _, out = _encode(upstream, model)
+    pd = flows.pd_llm(upstream, model.processor, model.config)
+    ids, _, _, mm_params, _ = pd._preprocess({"prompt": flows.PROMPT}, None, flows.pd_params(upstream, out))
+    assert ids == out.prompt_token_ids
+    mm_input = mm_params.multimodal_input
+    layout = _layout(model, ids)
+    assert mm_input.multimodal_positions == layout.multimodal_positions
+    assert mm_input.multimodal_lengths == layout.multimodal_lengths
+    assert mm_params.multimodal_data["multimodal_embedding_lengths"] == [item.embedding_length
+                                                                          for item in layout.items]
+    pads = int(np.isin(np.asarray(ids), [model.config.image_token_id, model.config.video_token_id]).sum())
+    assert sum(mm_params.multimodal_data["multimodal_embedding_lengths"]) == pads
