@@ -1,0 +1,72 @@
+"""What reading upstream found (see tests/upstream for the same on upstream's code), modelled in the stand-in."""
+
+import dataclasses
+
+import pytest
+
+import mm_handoff.trtllm as glue
+from mm_handoff.errors import HandoffError
+from trtllm_helpers import video_request
+
+
+def test_stand_in_handles_serve_one_consumer(engine):
+    import numpy as np
+    from tensorrt_llm._torch.shared_tensor import SharedTensorContainer
+
+    handle = SharedTensorContainer.from_tensor(np.arange(6).reshape(2, 3)).dump_to_dict()
+    assert SharedTensorContainer.from_dict(handle).get_local_view().tolist() == [[0, 1, 2], [3, 4, 5]]
+    with pytest.raises(ValueError, match="unable to open shared memory object"):
+        SharedTensorContainer.from_dict(handle)
+
+
+def test_encoder_stamp_leaves_the_grid_handles_to_the_worker(deployment):
+    """The worker's to_tensor is the one consumer of each grid handle; the stamp must not be another."""
+    glue.install()
+    dep = deployment()
+    out = dep.encoder.generate_async(video_request()).result()
+    assert glue.LAYOUT_KEY in out.disaggregated_params.multimodal_embedding_handles[0]
+    assert out.disaggregated_params.multimodal_embedding_handles[0][glue.GRIDS_KEY]["video_grid_thw"]
+
+
+def test_a_request_that_skips_the_stamp_is_named(deployment):
+    glue.install(policy="raise")
+    dep = deployment()
+    pre = dep.encoder.preprocess(video_request())
+    with pytest.raises(HandoffError, match="PreprocessedInputs"):
+        dep.encoder.generate_async(pre)
+
+
+def _params_class_with(field):
+    from tensorrt_llm.disaggregated_params import DisaggregatedParams as Base
+
+    @dataclasses.dataclass(slots=True, kw_only=True)
+    class DisaggregatedParams(Base):
+        pass
+
+    DisaggregatedParams.__dataclass_fields__[field] = dataclasses.field(default=None)
+    return DisaggregatedParams
+
+
+def test_stand_down_reads_the_params_class_llm_py_uses(engine, monkeypatch):
+    import tensorrt_llm.llmapi.llm as llm
+
+    monkeypatch.setattr(llm, "DisaggregatedParams", _params_class_with("multimodal_layout"))
+    report = glue.install()
+    assert report["standing_down"] and not glue.is_installed()
+
+
+def test_a_runs_only_carrier_keeps_mm_handoff_and_says_so(engine, monkeypatch):
+    import tensorrt_llm.llmapi.llm as llm
+
+    monkeypatch.setattr(llm, "DisaggregatedParams", _params_class_with("multimodal_item_runs"))
+    report = glue.install()
+    assert report["installed"] and report["upstream_carriers"]["multimodal_item_runs"].startswith("present")
+
+
+def test_a_vanished_slice_hook_is_shown_unavailable(engine):
+    from tensorrt_llm._torch.pyexecutor.engine.runners.decoder.runner import DecoderRunner
+
+    del DecoderRunner._prepare_tp_inputs
+    glue.install()
+    row = next(r for r in glue.status()["hooks"] if r["target"].endswith("DecoderRunner._prepare_tp_inputs"))
+    assert row["state"] == "unavailable" and row["reason"].startswith("slice check unavailable on this version")
