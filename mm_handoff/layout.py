@@ -176,10 +176,10 @@ class HandoffLayout:
         counts = np.asarray(counts)
         if values.ndim != 1 or counts.shape != values.shape or (counts.size and int(counts.min()) < 1):
             raise LayoutError("rle", "values and positive counts of one length", (values.shape, counts.shape))
-        ids = readonly_ids(np.repeat(readonly_ids(values, "rle.values"), counts), "token_ids")
-        layout = cls(ids, items, spec, **kwargs)
+        values = readonly_ids(values, "rle.values")
+        layout = cls(_readonly(np.repeat(values, counts)), items, spec, **kwargs)  # int32 from int32 values
         if values.shape[0] < 2 or bool((values[1:] != values[:-1]).all()):
-            layout._cache.setdefault("rle", (readonly_ids(values, "rle.values"), _readonly(counts.astype(np.int32))))
+            layout._cache.setdefault("rle", (values, _readonly(counts.astype(np.int32))))
         return layout
 
     # ----------------------------------------------------------------- derived, memoised views

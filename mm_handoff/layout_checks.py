@@ -270,8 +270,10 @@ def check_runs(items, n: int, modalities) -> tuple:
     kind = np.repeat(np.fromiter((modalities.index(item.modality) for item in items), dtype=np.int8,
                                  count=len(items)), [p[0].shape[0] for p in pairs])
     bounds, lengths, index = {}, {}, {}
+    present = {item.modality for item in items}
     for m, name in enumerate(modalities):
-        sel = np.flatnonzero(kind == m)
+        sel = (np.flatnonzero(kind == m) if len(present) > 1 else np.arange(off.shape[0])) if name in present \
+            else empty
         bounds[name] = np.column_stack((off[sel], ends[sel])).ravel()
         lengths[name], index[name] = ln[sel], sel
     return bounds, lengths, index
@@ -285,7 +287,9 @@ def check_pads(ids: np.ndarray, pads, bounds, lengths, index) -> None:
         expected = int(lengths[name].sum())
         if bounds[name].shape[0]:
             # pads inside each run [s, e): reduceat over the interleaved boundaries s0, e0, s1, e1, ...
-            covered = np.add.reduceat(np.append(hits, False), bounds[name], dtype=np.int64)[0::2]
+            # (a last end at the prompt's end is left out: reduceat sums the last run to the end)
+            b = bounds[name] if bounds[name][-1] < ids.shape[0] else bounds[name][:-1]
+            covered = np.add.reduceat(hits, b, dtype=np.int64)[0::2]
             short = np.flatnonzero(covered != lengths[name])
             if short.size:
                 j = int(short[0])
