@@ -83,21 +83,22 @@ def test_a_request_that_skips_the_stamp_is_named(upstream, model, glue):
         enc.generate_async(pre)
 
 
-def test_rebuild_metadata_is_the_frames_hf_used(upstream, model, glue):
-    """HF samples frames by default; a rebuild from the carried metadata must give the encoder's ids, or
-    the stamp must not offer a rebuild (never silently different ids)."""
+@pytest.mark.parametrize("fps, hf_keeps_all", [(24.0, False), (2.0, True)])
+def test_rebuild_metadata_is_the_frames_hf_used(upstream, model, glue, fps, hf_keeps_all):
+    """HF samples frames by default (2 fps): from 8 frames at 24 fps it keeps 4, at 2 fps all 8. A rebuild
+    from the carried metadata must give the encoder's ids, or be refused naming the metadata (never
+    silently different ids)."""
     glue.install(policy="rebuild")
     enc = flows.encoder(upstream, model.processor, model.config)
-    out = enc.generate_async(flows.video_inputs(fps=24.0))  # 8 decoded frames; HF keeps 4
+    out = enc.generate_async(flows.video_inputs(fps=fps))
     params = flows.pd_params(upstream, out)
     params.multimodal_embedding_handles[0].pop(LAYOUT_KEY)
     pd = flows.pd_llm(upstream, model.processor, model.config)
-    try:
-        ids = pd._preprocess({"prompt": flows.PROMPT}, None, params)[0]
-    except HandoffError as exc:
-        assert "video_metadata" in str(exc) or "grids" in str(exc)
+    if hf_keeps_all:
+        assert pd._preprocess({"prompt": flows.PROMPT}, None, params)[0] == out.prompt_token_ids
     else:
-        assert ids == out.prompt_token_ids
+        with pytest.raises(HandoffError, match="mm_handoff.video_metadata"):
+            pd._preprocess({"prompt": flows.PROMPT}, None, params)
 
 
 def test_version_gate_is_what_the_conformance_runs_verified(upstream, glue):
