@@ -55,6 +55,7 @@ def upstream(tree):
         "mm_encoder": "tensorrt_llm.llmapi.mm_encoder",
         "shared_tensor": "tensorrt_llm._torch.shared_tensor",
         "disagg": "tensorrt_llm.disaggregated_params",
+        "qwen3vl_moe": "tensorrt_llm._torch.models.modeling_qwen3vl_moe",
     }
     return SimpleNamespace(tree=tree, **{k: importlib.import_module(v) for k, v in names.items()})
 
@@ -70,15 +71,33 @@ def glue(upstream):
 
 
 @pytest.fixture(scope="session")
-def model(upstream, tmp_path_factory):
-    """(real Qwen3VLInputProcessorBase built through its own __init__, the tiny config, the checkpoint dir)."""
+def models(upstream, tmp_path_factory):
+    """``models(family)``: (the processor class registered for the family's model class, built through its
+    own __init__ with the real HF processor; the tiny config; the checkpoint dir), built once per family."""
+    import importlib
     from types import SimpleNamespace
 
+    from transformers import AutoTokenizer
     from upstream import flows
 
-    path, config = flows.hf_model_dir(tmp_path_factory.mktemp("tiny-qwen3vl"))
-    from transformers import AutoTokenizer
+    built = {}
 
-    tokenizer = AutoTokenizer.from_pretrained(str(path))
-    processor = upstream.qwen3vl.Qwen3VLInputProcessorBase(str(path), config, tokenizer, trust_remote_code=False)
-    return SimpleNamespace(processor=processor, config=config, path=path)
+    def build(family="qwen3_vl"):
+        if family not in built:
+            module, model_cls, _ = flows.FAMILIES[family]
+            upstream.tree.require(module)
+            table = upstream.registry.INPUT_PROCESSOR_REGISTRY._input_processors_cls_by_model_type
+            processor_cls = table[getattr(importlib.import_module(module), model_cls)]
+            path, config = flows.hf_model_dir(tmp_path_factory.mktemp(f"tiny-{family}"), family)
+            processor = processor_cls(str(path), config, AutoTokenizer.from_pretrained(str(path)),
+                                      trust_remote_code=False)
+            built[family] = SimpleNamespace(processor=processor, config=config, path=path, family=family)
+        return built[family]
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def model(models):
+    """The qwen3_vl entry of :func:`models`."""
+    return models("qwen3_vl")

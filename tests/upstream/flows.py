@@ -22,15 +22,23 @@ PROMPT = ("<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>Describe
 HERE = Path(__file__).parent
 
 
-def hf_model_dir(tmp: Path):
-    """A tiny random Qwen3-VL checkpoint dir (config + real processor + offline tokenizer); (dir, config)."""
+#: family -> (upstream model module, model class registered for it, HF architecture)
+FAMILIES = {
+    "qwen3_vl": ("tensorrt_llm._torch.models.modeling_qwen3vl", "Qwen3VLModel", "Qwen3VLForConditionalGeneration"),
+    "qwen3_vl_moe": ("tensorrt_llm._torch.models.modeling_qwen3vl_moe", "Qwen3MoeVLModel",
+                     "Qwen3VLMoeForConditionalGeneration"),
+}
+
+
+def hf_model_dir(tmp: Path, family: str = "qwen3_vl"):
+    """A tiny random checkpoint dir of ``family`` (config + real processor + offline tokenizer); (dir, config)."""
     from mm_handoff.hf.processors import build_processor
     from mm_handoff.hf.tiny import tiny_config
 
-    config = tiny_config("qwen3_vl")
-    config.architectures = ["Qwen3VLForConditionalGeneration"]
+    config = tiny_config(family)
+    config.architectures = [FAMILIES[family][2]]
     config.save_pretrained(str(tmp))
-    processor = build_processor("qwen3_vl")
+    processor = build_processor(family)
     processor.save_pretrained(str(tmp))
     return tmp, config
 

@@ -62,8 +62,11 @@ def test_20138_on_upstream_code_and_the_validator_rejects_the_stock_handoff(upst
         validate(layout, prompt_token_ids=stock, mrope_position_ids=(3, 1, len(aggregated)))
 
 
-def test_pd_side_with_install_uses_the_encoder_layout(upstream, model, glue):
+@pytest.mark.parametrize("family", sorted(flows.FAMILIES))
+def test_pd_side_with_install_uses_the_encoder_layout(upstream, models, glue, family):
+    """Each family upstream registers a processor for (the model modules read into the tree)."""
     upstream.tree.require(*PROCESSOR_MODULES, *LLM_MODULES)
+    model = models(family)
     glue.install(policy="raise")
     _, out = _encode(upstream, model)
     pd = flows.pd_llm(upstream, model.processor, model.config)
