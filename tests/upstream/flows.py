@@ -53,6 +53,14 @@ def clip(frames: int = 8, height: int = 64, width: int = 96, fps: float = 24.0):
     return SimpleNamespace(frames=[f for f in video], metadata=meta, audio=None)
 
 
+def params_class(upstream):
+    """The ``DisaggregatedParams`` class ``llm.py`` uses (it moved to executor/params in recent upstream)."""
+    import dataclasses
+
+    cls = getattr(upstream.llm, "DisaggregatedParams", None)
+    return cls if dataclasses.is_dataclass(cls) else upstream.disagg.DisaggregatedParams
+
+
 def video_inputs(**clip_kw) -> dict:
     return {"prompt": PROMPT, "multi_modal_data": {"video": [clip(**clip_kw)]}}
 
@@ -80,7 +88,7 @@ class FakeEngine:
         handle = container.from_tensor(torch.zeros(pads, width)).dump_to_dict()
         mrope = container.from_tensor(torch.zeros(3, 1, len(prompt_token_ids), dtype=torch.int64)).dump_to_dict()
         deltas = container.from_tensor(torch.zeros(1, 1, dtype=torch.int32)).dump_to_dict()
-        params = self.upstream.disagg.DisaggregatedParams(
+        params = params_class(self.upstream)(
             request_type="context_only", multimodal_embedding_handles=[handle], multimodal_hashes=[[1] * 8],
             mrope_position_ids_handle=mrope, mrope_position_deltas_handle=deltas)
         return SimpleNamespace(request_id=len(self.requests), prompt_token_ids=list(prompt_token_ids),
@@ -113,7 +121,7 @@ def pd_llm(upstream, processor, config):
 def pd_params(upstream, output):
     """The ``DisaggregatedParams`` the PD request carries: the encoder's handles (and stamp), context-only."""
     enc = output.disaggregated_params
-    return upstream.disagg.DisaggregatedParams(
+    return params_class(upstream)(
         request_type="context_only", multimodal_embedding_handles=enc.multimodal_embedding_handles,
         multimodal_hashes=enc.multimodal_hashes, mrope_position_ids_handle=enc.mrope_position_ids_handle,
         mrope_position_deltas_handle=enc.mrope_position_deltas_handle)

@@ -14,6 +14,7 @@ assembled file by file mix commits) is filled with a stub too, and recorded as a
 
 from __future__ import annotations
 
+import fnmatch
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -27,6 +28,20 @@ from typing import Dict, List, Optional, Tuple
 
 ENV = "MM_HANDOFF_TRTLLM_SRC"
 VERSION_ENV = "MM_HANDOFF_TRTLLM_VERSION"
+EXTRA_ENV = "MM_HANDOFF_TRTLLM_REAL_EXTRA"
+#: the modules that run upstream's code when the tree has them (the hook points and their light
+#: dependencies); any other module of a full checkout is a stub, so its compiled imports never run.
+#: ``MM_HANDOFF_TRTLLM_REAL_EXTRA`` (comma-separated fnmatch patterns) adds to it.
+REAL_MODULES = (
+    "tensorrt_llm.inputs", "tensorrt_llm.inputs.registry", "tensorrt_llm.inputs.multimodal",
+    "tensorrt_llm.inputs.data", "tensorrt_llm.inputs.content_format",
+    "tensorrt_llm._torch.models.modeling_qwen2vl", "tensorrt_llm._torch.models.modeling_qwen3vl",
+    "tensorrt_llm._torch.models.modeling_qwen3vl_moe", "tensorrt_llm._torch.models.modeling_qwen3_5",
+    "tensorrt_llm._torch.models.modeling_cosmos3", "tensorrt_llm._torch.models.modeling_cosmos3_omni",
+    "tensorrt_llm.llmapi.llm", "tensorrt_llm.llmapi.mm_encoder",
+    "tensorrt_llm.disaggregated_params", "tensorrt_llm.executor.params.disaggregation",
+    "tensorrt_llm._torch.shared_tensor", "tensorrt_llm._torch.shared_tensor.shared_tensor",
+)
 #: the release of upstream issue #20138, whose hook-point code the newest stored files match
 DEFAULT_VERSION = "1.3.0rc25"
 PKG = "tensorrt_llm"
@@ -202,13 +217,21 @@ class UpstreamTree:
             reason = "top-level package (its __init__ loads the compiled bindings)" if fullname == PKG \
                 else "compiled bindings"
             return self._stub_spec(fullname, reason, [str(base)] if base.is_dir() else [])
+        exercised = self.exercised(fullname)
         if base.with_suffix(".py").is_file():
-            return self._source_spec(fullname, base.with_suffix(".py"), None)
-        if (base / "__init__.py").is_file():
+            if exercised:
+                return self._source_spec(fullname, base.with_suffix(".py"), None)
+            return self._stub_spec(fullname, "in the tree, not exercised (compiled or heavy imports)", [])
+        if (base / "__init__.py").is_file() and exercised:
             return self._source_spec(fullname, base / "__init__.py", [str(base)])
         if base.is_dir():
-            return self._stub_spec(fullname, "package without __init__.py in the tree", [str(base)])
+            return self._stub_spec(fullname, "package (its __init__ not exercised, or absent)", [str(base)])
         return self._stub_spec(fullname, "not in the tree", [])
+
+    @staticmethod
+    def exercised(fullname: str) -> bool:
+        extra = [p.strip() for p in os.environ.get(EXTRA_ENV, "").split(",") if p.strip()]
+        return fullname in REAL_MODULES or any(fnmatch.fnmatchcase(fullname, p) for p in extra)
 
     def _stub_spec(self, fullname, reason, path):
         return importlib.util.spec_from_loader(fullname, _StubLoader(self, reason, path), is_package=True)
