@@ -44,8 +44,8 @@ from ._carrier import (
     find_multimodal_params,
 )
 
-__all__ = ["generate_async_wrapper", "preprocess_wrapper", "to_handle_wrapper", "build_stamp", "stamp_handles", "attach_stamp",
-           "grids_from_multimodal_data", "json_safe_metadata"]
+__all__ = ["generate_async_wrapper", "preprocess_wrapper", "to_handle_wrapper", "build_stamp", "stamp_handles",
+           "attach_stamp", "grids_from_multimodal_data", "json_safe_metadata"]
 
 log = logging.getLogger("mm_handoff.trtllm")
 
