@@ -46,7 +46,8 @@ def _split_runs(ids: np.ndarray, pad: int, lengths: list, modality: str, request
         return []
     run_cum = np.cumsum(run_len)
     item_cum = np.cumsum(lengths)
-    cuts = np.union1d(run_cum, item_cum)  # piece ends in pad-count space, last == total
+    # piece ends in pad-count space, last == total (one item: its only end is the last run's)
+    cuts = run_cum if len(lengths) == 1 else np.union1d(run_cum, item_cum)
     piece_start = np.concatenate(([0], cuts[:-1]))
     run_of = np.searchsorted(run_cum, piece_start, side="right")
     offsets = starts[run_of] + (piece_start - (run_cum[run_of] - run_len[run_of]))
