@@ -66,15 +66,23 @@ def save_tiny_checkpoint(family: str, directory) -> tuple:
     return model, processor, get_adapter(model.config, tokenizer=processor.tokenizer)
 
 
-def start_engine(directory, family: str, *, videos: int = 2, images: int = 1):
-    """vLLM's ``LLM`` on a saved checkpoint with the embeds path on, sized for a small CPU machine."""
+def start_engine(directory, family: str, *, videos: int = 2, images: int = 1, frames: int = 8,
+                 height: int = 96, width: int = 96):
+    """vLLM's ``LLM`` on a saved checkpoint with the embeds path on, sized for a small CPU machine.
+
+    ``frames`` / ``height`` / ``width``: the largest video (and image) the caller sends; vLLM's
+    start-up runs its processor once on a dummy of that size (a default-sized dummy video costs
+    about a minute on 2 cores).
+    """
     from vllm import LLM
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    limits = {"image": {"count": images, "width": width, "height": height} if images else 0,
+              "video": {"count": videos, "num_frames": frames, "width": width, "height": height} if videos else 0}
     return LLM(model=str(directory), dtype=ENGINE_DTYPES[family], max_model_len=16384, enforce_eager=True, seed=0,
                enable_mm_embeds=True, gpu_memory_utilization=0.5, skip_mm_profiling=True,
-               limit_mm_per_prompt={"image": images, "video": videos})
+               limit_mm_per_prompt=limits)
 
 
 def _generate(llm, prompt, max_tokens: int):
@@ -135,6 +143,7 @@ def run_demo(args) -> int:
     from ..demo import PROMPT, REPORT_PROMPT, demo_request
     from ..errors import UsageError
 
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # the table, not vLLM's start-up log, on stdout
     try:
         import vllm  # noqa: F401
         from ..hf.encode import encode
@@ -151,7 +160,7 @@ def run_demo(args) -> int:
     with tempfile.TemporaryDirectory(prefix="mm-handoff-vllm-") as directory:
         sys.stderr.write(f"building a tiny random {family} and starting vLLM (1-2 minutes on a CPU) ...\n")
         model, processor, adapter = save_tiny_checkpoint(family, directory)
-        llm = start_engine(directory, family, videos=1, images=0)
+        llm = start_engine(directory, family, videos=1, images=0, frames=args.frames, height=height, width=width)
         enc = encode(model, processor, adapter, messages=req["messages"], videos=[req["videos"]],
                      video_metadata=[req["video_metadata"]], request_id="demo-vllm")
         request = embeds_request(enc.layout, item_embeddings(enc.embeddings, enc.deepstack, enc.item_rows),
