@@ -52,6 +52,8 @@ def run_doctor(args=None, *, out=None) -> int:
         line(f"engine        {report['engine_error']}")
     fields = ", ".join(report["upstream_fix_fields"])
     line(f"upstream fix  {f'yes: DisaggregatedParams.{fields} (mm-handoff stands down)' if fields else 'no'}")
+    for field, decision in report.get("upstream_carriers", {}).items():
+        line(f"carrier       DisaggregatedParams.{field}: {decision}")
     if report["hooks"]:
         line()
         line("hook points")

@@ -1,8 +1,11 @@
 """What reading upstream found (see tests/upstream for the same on upstream's code), modelled in the stand-in."""
 
 import dataclasses
+import io
 
 import pytest
+
+from mm_handoff.doctor import run_doctor
 
 import mm_handoff.trtllm as glue
 from mm_handoff.errors import HandoffError
@@ -61,6 +64,9 @@ def test_a_runs_only_carrier_keeps_mm_handoff_and_says_so(engine, monkeypatch):
     monkeypatch.setattr(llm, "DisaggregatedParams", _params_class_with("multimodal_item_runs"))
     report = glue.install()
     assert report["installed"] and report["upstream_carriers"]["multimodal_item_runs"].startswith("present")
+    out = io.StringIO()
+    run_doctor(None, out=out)
+    assert "carrier       DisaggregatedParams.multimodal_item_runs: present: item runs only" in out.getvalue()
 
 
 def test_a_vanished_slice_hook_is_shown_unavailable(engine):
