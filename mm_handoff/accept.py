@@ -27,7 +27,7 @@ from .checks import check_embedding_rows, check_grid, check_mrope_slice, check_s
 from .errors import AdapterError, EmbeddingCountError, HandoffError
 from .layout import HandoffLayout, readonly_ids
 
-__all__ = ["accept_layout", "call_adapter", "embedding_shapes_of"]
+__all__ = ["accept_layout", "call_adapter", "adapter_value", "embedding_shapes_of"]
 
 
 def call_adapter(adapter, method: str, *args, request_id=None, **kwargs):
@@ -42,10 +42,13 @@ def call_adapter(adapter, method: str, *args, request_id=None, **kwargs):
                            hint="the family adapter failed; see the chained exception") from exc
 
 
-def _adapter_attr(adapter, name: str, request_id):
+def adapter_value(adapter, name: str, *, request_id=None):
+    """``adapter.<name>`` (an attribute or property); an untyped failure becomes an AdapterError."""
     try:
         return getattr(adapter, name)
-    except Exception as exc:
+    except HandoffError as exc:
+        raise exc.with_request(request_id)
+    except Exception as exc:  # a third-party adapter's bug reaches the policy as a typed error
         raise AdapterError(f"adapter.{name}", f"{name} of {adapter!r}", f"{type(exc).__name__}: {exc}",
                            request_id=request_id) from exc
 
@@ -94,9 +97,9 @@ def accept_layout(carried: Any, adapter, *, embeddings=None, embedding_shapes=No
         layout = carried
     else:
         layout = HandoffLayout.from_wire(carried, request_id=request_id)
-    check_skew(layout, family=_adapter_attr(adapter, "family", request_id),
-               convention=_adapter_attr(adapter, "convention", request_id),
-               tokenizer_digest=_adapter_attr(adapter, "tokenizer_digest", request_id), request_id=request_id)
+    check_skew(layout, family=adapter_value(adapter, "family", request_id=request_id),
+               convention=adapter_value(adapter, "convention", request_id=request_id),
+               tokenizer_digest=adapter_value(adapter, "tokenizer_digest", request_id=request_id), request_id=request_id)
     check_grid(layout, request_id=request_id)
     if embeddings is not None and embedding_shapes is not None:
         raise HandoffError("embeddings", "either embeddings or embedding_shapes", "both", request_id=request_id)
@@ -104,7 +107,7 @@ def accept_layout(carried: Any, adapter, *, embeddings=None, embedding_shapes=No
         embedding_shapes = embedding_shapes_of(embeddings, request_id=request_id)
     if embedding_shapes is not None:
         shapes = embedding_shapes_of(embedding_shapes, field="embedding_shapes", request_id=request_id)
-        _check_embeddings(layout, shapes, _adapter_attr(adapter, "handle_row_width", request_id), request_id)
+        _check_embeddings(layout, shapes, adapter_value(adapter, "handle_row_width", request_id=request_id), request_id)
     if prompt_token_ids is not None:
         _check_own_prompt(layout, adapter, prompt_token_ids, request_id)
     if mrope_position_ids is not None:

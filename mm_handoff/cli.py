@@ -158,6 +158,9 @@ def cmd_selfcheck(args) -> int:
 
 
 def cmd_demo(args) -> int:
+    if args.engine == "vllm":
+        from .vllm.demo import run_demo as run_vllm_demo
+        return run_vllm_demo(args)
     from .demo import run_demo
     return run_demo(args)
 
@@ -219,6 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--report-prompt", action="store_true",
                    help="use the bug report's JSON-events prompt instead of 'Describe this video.'")
     d.add_argument("--json", action="store_true", help="machine-readable report on stdout")
+    d.add_argument("--engine", choices=["hf", "vllm"], default="hf",
+                   help="hf: the HF reference E/PD engine (default); vllm: vLLM's embeds path (needs vLLM)")
     d.set_defaults(func=cmd_demo)
 
     _layout_command(sub, "inspect", "print the layout of a prompt's token ids (file or - for stdin)",

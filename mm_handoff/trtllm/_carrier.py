@@ -22,7 +22,7 @@ import threading
 import weakref
 from typing import Callable, Optional
 
-from ..accept import embedding_shapes_of
+from ..accept import adapter_value, embedding_shapes_of
 from ..errors import AdapterError, HandoffError
 from ..policy import Policy
 from ..registry import REGISTRY, build_adapter
@@ -164,13 +164,3 @@ def adapter_for(processor, *, convention: Optional[str] = None, request_id=None)
         pass
     return adapter
 
-
-def adapter_value(adapter, name: str, *, request_id=None):
-    """``adapter.<name>`` (an attribute or property); an untyped failure becomes an AdapterError."""
-    try:
-        return getattr(adapter, name)
-    except HandoffError:
-        raise
-    except Exception as exc:  # a third-party adapter's bug reaches the policy as a typed error
-        raise AdapterError(f"adapter.{name}", f"{name} of {adapter!r}", f"{type(exc).__name__}: {exc}",
-                           request_id=request_id) from exc

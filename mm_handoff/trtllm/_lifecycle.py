@@ -17,7 +17,7 @@ import attrs
 
 from ..errors import EngineNotSupportedError, HandoffError
 from ..policy import Policy, resolve_policy
-from ._ledger import Ledger, find_owner, target_key
+from .._ledger import Ledger, find_owner, target_key
 from ._targets import import_model_modules, probe, wrapper_name
 
 __all__ = ["install", "uninstall", "is_installed", "status", "get_original", "SUPPORTED_VERSIONS",

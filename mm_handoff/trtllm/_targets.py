@@ -20,7 +20,7 @@ from ..errors import HandoffError
 from ..registry import REGISTRY
 from ._admission import admission_wrapper, prefill_wrapper
 from ._encoder import generate_async_wrapper, preprocess_wrapper, to_handle_wrapper
-from ._ledger import WRAPPER_MARK, find_owner, target_key
+from .._ledger import WRAPPER_MARK, find_owner, target_key
 from ._worker import enqueue_request_wrapper, prepare_tp_inputs_wrapper
 
 __all__ = ["PatchSpec", "HookPoint", "PATCH_TABLE", "MODEL_MODULES", "import_model_modules", "probe",

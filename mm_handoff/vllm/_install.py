@@ -26,7 +26,7 @@ import weakref
 from ..errors import EngineNotSupportedError
 from ..registry import get_adapter
 from ..spec import PAD_ONLY, REPLACE_WRAPPER
-from ..trtllm._ledger import Ledger, target_key
+from .._ledger import Ledger, target_key
 from ._check import check_expansion, check_raw_prompt
 from ._request import LAYOUT_KWARG
 

@@ -6,12 +6,12 @@ It installs the in-engine check only when ``MM_HANDOFF_VLLM_CHECK`` is set to a 
 
 from __future__ import annotations
 
-from .._env import env_flag
+from .._env import VLLM_CHECK, env_flag
 
 __all__ = ["register", "CHECK_ENV"]
 
 #: turns the in-engine check on in every vLLM process
-CHECK_ENV = "MM_HANDOFF_VLLM_CHECK"
+CHECK_ENV = VLLM_CHECK
 
 
 def register() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 import mm_handoff.trtllm as glue
 from mm_handoff.errors import EngineNotSupportedError, HandoffError
-from mm_handoff.trtllm._ledger import WRAPPER_MARK, find_owner
+from mm_handoff._ledger import WRAPPER_MARK, find_owner
 from trtllm_helpers import PROMPT, video_request
 
 

@@ -6,9 +6,9 @@ processor's mean/std (0.5), as the released Qwen3-VL checkpoints have: vLLM 0.32
 pixels with the image processor's values (``mm_device_do_normalize``), so differing values would
 make the aggregated path differ from HF for reasons that are not the handoff's.
 
-Without vLLM (the project's own ``.venv``) the directory's tests are not collected. pytest puts
-``tests/`` on ``sys.path``, so this very directory is importable as a *namespace* package ``vllm``
-where the real one is missing; the real one is a regular package (it has a ``__file__``).
+Without vLLM (the project's own ``.venv``) the directory's tests are not collected. (The folder is
+not named ``vllm``: pytest puts ``tests/`` on ``sys.path``, and a ``tests/vllm`` folder would be
+importable as a namespace package ``vllm`` where the real one is missing.)
 """
 
 import gc
