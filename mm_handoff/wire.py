@@ -37,7 +37,7 @@ from .spec import TokenSpec
 __all__ = ["WireLimits", "WireContent", "WireItem", "encode", "decode", "FORMAT", "VERSION"]
 
 FORMAT = "mm-handoff.layout"
-VERSION = 1
+VERSION = 2  # 2: the checksum is the layout's fingerprint (sha256, what travels)
 _KEYS = {"format", "version", "family", "convention", "tokenizer_digest", "spec", "length", "items", "sizes",
          "arrays", "mrope_position_delta", "checksum"}
 _ITEM_KEYS = {"modality", "grid_thw", "runs", "timestamps"}

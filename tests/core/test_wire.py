@@ -14,6 +14,8 @@ from handoff_strategies import layouts
 from mm_handoff import HandoffError, HandoffLayout, WireFormatError, WireLimits, get_adapter
 from mm_handoff.errors import WireChecksumError, WireLimitError, WireVersionError
 
+from mm_handoff.wire import VERSION
+
 from_wire = HandoffLayout.from_wire
 
 RAW = [151644, 872, 198, 151652, 151656, 151653, 74785, 419, 2766, 13, 151645, 198, 151644, 77091, 198]
@@ -100,7 +102,7 @@ def _mutations(draw, wire):
     elif kind == "checksum":
         w["checksum"] = "0" * 32
     elif kind == "version":
-        w["version"] = draw(st.integers(2, 99))
+        w["version"] = draw(st.integers(0, 99).filter(lambda v: v != VERSION))
     elif kind in ("item_field", "spec_field", "sizes_field"):
         target = {"spec_field": w["spec"], "sizes_field": w["sizes"]}.get(kind)
         if kind == "item_field":
@@ -135,7 +137,9 @@ def test_every_single_field_corruption_is_a_typed_error(data):
 def test_specific_rejections(layout):
     wire = layout.to_wire()
     with pytest.raises(WireVersionError):
-        from_wire(dict(wire, version=2))
+        from_wire(dict(wire, version=1))  # the previous format: another checksum definition
+    with pytest.raises(WireVersionError):
+        from_wire(dict(wire, version=VERSION + 1))
     with pytest.raises(WireChecksumError):
         from_wire(dict(wire, checksum="f" * 32))
     with pytest.raises(WireFormatError) as info:
