@@ -4,14 +4,12 @@ from .content_format import ContentFormat
 from .data import PromptInputs, TextPrompt, TokensPrompt, prompt_inputs
 from .multimodal import MultimodalInput, MultimodalParams
 from .multimodal_data import VideoData
-from .registry import (
+from .registry import (  # noqa: F401 (re-exports, as upstream's)
     INPUT_PROCESSOR_REGISTRY,
     MULTIMODAL_PLACEHOLDER_REGISTRY,
     BaseMultimodalDummyInputsBuilder,
     BaseMultimodalInputProcessor,
-    DefaultInputProcessor,
     ExtraProcessedInputs,
-    InputProcessor,
     MultimodalPlaceholderMetadata,
     MultimodalPlaceholderPlacement,
     create_input_processor,
@@ -21,27 +19,3 @@ from .registry import (
     support_multimodal_disaggregated,
 )
 
-__all__ = [
-    "ContentFormat",
-    "PromptInputs",
-    "TextPrompt",
-    "TokensPrompt",
-    "prompt_inputs",
-    "MultimodalInput",
-    "MultimodalParams",
-    "VideoData",
-    "INPUT_PROCESSOR_REGISTRY",
-    "MULTIMODAL_PLACEHOLDER_REGISTRY",
-    "BaseMultimodalDummyInputsBuilder",
-    "BaseMultimodalInputProcessor",
-    "DefaultInputProcessor",
-    "ExtraProcessedInputs",
-    "InputProcessor",
-    "MultimodalPlaceholderMetadata",
-    "MultimodalPlaceholderPlacement",
-    "create_input_processor",
-    "create_input_processor_with_hash",
-    "maybe_compute_mm_embed_cumsum",
-    "register_input_processor",
-    "support_multimodal_disaggregated",
-]

@@ -5,30 +5,27 @@ Mirrors NVIDIA/TensorRT-LLM @ 002f3cc3d0554c4ebd530d1354f96e89666d93b8:
 * ``INPUT_PROCESSOR_REGISTRY._input_processors_cls_by_model_type`` keyed by the
   MODEL CLASS; ``register_input_processor(processor_cls, model_type,
   placeholder_metadata)`` (raises ``ValueError`` without metadata, sets
-  ``processor_cls._registered_model_type`` = last registered type, built-in zoo
-  modules only fill empty placeholder slots);
+  ``processor_cls._registered_model_type`` = last registered type);
 * ``support_multimodal_disaggregated(model_cls)``: requires a registered
   ``BaseMultimodalInputProcessor`` subclass with a callable
   ``build_disagg_prefill_multimodal_inputs``, then sets ``support_mm_disagg =
   True`` on the processor class and the model class;
-* ``BaseMultimodalInputProcessor`` (``__call__`` dispatch, ``get_vocab_size``,
-  ``get_mm_token_ids`` / ``get_mm_special_token_ids`` defaults read from the HF
-  processor), ``DefaultInputProcessor``, ``create_input_processor``;
+* ``BaseMultimodalInputProcessor`` (text-prompt path, ``get_mm_special_token_ids``
+  default read from the HF processor), ``create_input_processor``;
 * ``create_input_processor_with_hash`` (aggregated path: hashes, processor
   call, ``find_mm_token_lengths``, the mask helpers, ``MultimodalInput.
   from_components``) and ``maybe_compute_mm_embed_cumsum`` (idempotent).
 
-Simplified: no torch/PIL/transformers; the dummy-input builder and the
-tokenized+MM fast path (``call_with_token_ids``) are reduced to stubs; the
-item-scheduling metadata step of ``input_processor_wrapper`` is skipped
-(processors here return ``None`` from ``get_mm_encoder_item_metadata``).
+Simplified: no torch/PIL/transformers; only what the tests reach is modelled: no
+tokenized+MM path, dummy-input builder, embedding attachment, tokenize-only
+fallback processor (an unregistered model raises), placeholder look-ups, or the
+item-scheduling metadata step of ``input_processor_wrapper``.
 """
 
 import enum
-import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Dict, List, NamedTuple, Optional, Protocol, Tuple, Type
+from typing import Any, Callable, ClassVar, Dict, List, Optional
 
 from ..logger import logger
 from ..sampling_params import SamplingParams
@@ -51,124 +48,25 @@ from .multimodal import (
 ExtraProcessedInputs = Dict[str, Any]
 
 
-class MultimodalEncoderItemMetadata(NamedTuple):
-    item_refs: List[Tuple[str, int]]
-    encoder_token_lengths: List[int]
-    output_embedding_lengths: List[int]
-
-
-class InputProcessor(Protocol):
-    model_path: Any
-    config: Any
-    tokenizer: Any
-
-    def __call__(self, inputs: TextPrompt, sampling_params: SamplingParams) -> Tuple[List[int], Optional[ExtraProcessedInputs]]:
-        ...
-
-
-class DefaultInputProcessor:
-    """Tokenize-only processor used for unregistered models."""
-
-    def __init__(self, model_path, config, tokenizer, trust_remote_code: bool = True) -> None:
-        self.tokenizer = tokenizer
-        self.config = config
-        self.model_path = model_path
-        self.multimodal_hashing_supported = None
-
-    def __call__(self, inputs, sampling_params):
-        if self.tokenizer is None:
-            raise ValueError("tokenizer is required to tokenize string prompt")
-        ids = self.tokenizer.encode(inputs["prompt"], add_special_tokens=sampling_params.add_special_tokens)
-        if "query" in inputs:
-            q = self.tokenizer.encode(inputs["query"], add_special_tokens=sampling_params.add_special_tokens)
-            return list(ids), {"query_token_ids": list(q)}
-        return list(ids), None
-
-
 class BaseMultimodalInputProcessor(ABC):
-    """Base multimodal input processor (text-prompt path, token counting, mm ids)."""
+    """Base multimodal input processor: the text-prompt path and the mm special-token ids default."""
 
     mm_bidirectional_blocks: ClassVar[bool] = False
-    supports_token_id_mm_expansion: ClassVar[bool] = False
 
     def __init__(self, model_path, config, tokenizer, trust_remote_code: bool = True, **kwargs) -> None:
         super().__init__()
         self._config = config
         self._model_path = model_path
         self._tokenizer = tokenizer
-        self._use_fast: bool = kwargs.get("use_fast", True)
         self._trust_remote_code = trust_remote_code
         self._multimodal_hashing_supported: Optional[bool] = None
 
-    def get_mm_encoder_item_metadata(self, prompt_token_ids, multimodal_data) -> Optional[MultimodalEncoderItemMetadata]:
-        return None
-
-    def attach_multimodal_embeddings(self, inputs, multimodal_embedding, sampling_params):
-        if (
-            inputs.get("prompt_token_ids") is not None
-            and inputs.get("prompt") is None
-            and not self.supports_token_id_mm_expansion
-        ):
-            inputs = self._detokenize_to_text_prompt(inputs, sampling_params)
-        return self._attach_multimodal_embeddings_impl(inputs, multimodal_embedding, sampling_params)
-
-    def _attach_multimodal_embeddings_impl(self, inputs, multimodal_embedding, sampling_params):
-        raise NotImplementedError("Input processor does not support multimodal embedding input")
-
-    def _detokenize_to_text_prompt(self, inputs, sampling_params) -> TextPrompt:
-        prompt = self.tokenizer.decode(inputs["prompt_token_ids"])
-        if sampling_params is not None and sampling_params.add_special_tokens:
-            sampling_params.add_special_tokens = False
-        return TextPrompt(
-            prompt=prompt,
-            multi_modal_data=inputs.get("multi_modal_data"),
-            mm_processor_kwargs=inputs.get("mm_processor_kwargs") or {},
-        )
-
-    @property
-    @abstractmethod
-    def processor(self) -> Any:
-        ...
-
-    @property
-    @abstractmethod
-    def tokenizer(self) -> Any:
-        return self._tokenizer
-
-    @property
-    @abstractmethod
-    def config(self) -> Any:
-        return self._config
-
-    @property
-    @abstractmethod
-    def dtype(self) -> Any:
-        ...
-
     def __call__(self, inputs: TextPrompt, sampling_params: SamplingParams):
-        if (
-            inputs.get("prompt_token_ids") is not None
-            and inputs.get("multi_modal_data") is not None
-            and inputs.get("prompt") is None
-        ):
-            if self.supports_token_id_mm_expansion:
-                return self.call_with_token_ids(inputs, sampling_params)
-            inputs = self._detokenize_to_text_prompt(inputs, sampling_params)
         return self.call_with_text_prompt(inputs, sampling_params)
 
     @abstractmethod
     def call_with_text_prompt(self, inputs: TextPrompt, sampling_params: SamplingParams):
         ...
-
-    def call_with_token_ids(self, inputs, sampling_params):
-        raise NotImplementedError(
-            f"{type(self).__name__} does not implement the tokenized+MM fast path "
-            "(supports_token_id_mm_expansion is False)."
-        )
-
-    @property
-    def use_fast(self) -> bool:
-        return self._use_fast
 
     @property
     def multimodal_hashing_supported(self) -> Optional[bool]:
@@ -178,49 +76,13 @@ class BaseMultimodalInputProcessor(ABC):
     def multimodal_hashing_supported(self, value: Optional[bool]) -> None:
         self._multimodal_hashing_supported = value
 
-    def get_vocab_size(self) -> Optional[int]:
-        if hasattr(self.config, "vocab_size"):
-            return int(self.config.vocab_size)
-        try:
-            size = self.tokenizer.vocab_size
-            if size is not None:
-                return int(size)
-        except (NotImplementedError, AttributeError):
-            pass
-        try:
-            return len(self.tokenizer)
-        except (TypeError, AttributeError, NotImplementedError):
-            return None
-
-    def get_mm_token_ids(self):
-        """Default: the HF processor's ``mm_token_ids`` attribute, if any."""
-        return getattr(self.processor, "mm_token_ids", None)
-
     def get_mm_special_token_ids(self):
         """Default: the HF processor's ``mm_special_token_ids`` attribute, if any (None for Qwen)."""
         return getattr(self.processor, "mm_special_token_ids", None)
 
-    def get_num_tokens_per_image(self, *, image, **kwargs):
-        raise NotImplementedError
-
-    def get_num_tokens_per_video(self, *, video, video_metadata=None, video_audio=None, **kwargs):
-        raise NotImplementedError
-
 
 class BaseMultimodalDummyInputsBuilder(ABC):
-    """Profiling dummy-input builder (reduced to its defaults)."""
-
-    def get_mm_max_tokens_per_item(self) -> Dict[str, int]:
-        return {}
-
-    def get_mm_encoder_attention_metadata_capacity(self, max_num_items: int, max_num_tokens: int):
-        return None
-
-    def get_preferred_media_io_kwargs(self) -> Dict[str, Dict[str, Any]]:
-        return {}
-
-    def get_dummy_mm_data_for_tokens(self, *, max_tokens_per_modality, max_items_per_modality=None, dtype=None):
-        raise NotImplementedError
+    """Profiling dummy-input builder: kept for the processors' class chain; its methods are not modelled."""
 
 
 class MultimodalPlaceholderPlacement(enum.Enum):
@@ -243,38 +105,7 @@ class MultimodalPlaceholderRegistry:
         self._multimodal_placeholder_by_model_type: Dict[str, MultimodalPlaceholderMetadata] = {}
 
     def set_placeholder_metadata(self, model_type, placeholder_metadata, registrant_module=None):
-        from tensorrt_llm._torch.models._arch_index import is_builtin_zoo_module
-
-        if (
-            model_type in self._multimodal_placeholder_by_model_type
-            and registrant_module is not None
-            and is_builtin_zoo_module(registrant_module)
-        ):
-            logger.info(f"Keeping existing placeholder metadata for model type {model_type}.")
-            return
         self._multimodal_placeholder_by_model_type[model_type] = placeholder_metadata
-
-    def _ensure_provider_imported(self, model_type: str) -> None:
-        if model_type in self._multimodal_placeholder_by_model_type:
-            return
-        from tensorrt_llm._torch.models._arch_index import MULTIMODAL_MODEL_TYPE_TO_MODULE
-
-        module_name = MULTIMODAL_MODEL_TYPE_TO_MODULE.get(model_type)
-        if module_name is not None:
-            importlib.import_module(f"tensorrt_llm._torch.models.{module_name}")
-
-    def get_placeholder_metadata(self, model_type: str) -> MultimodalPlaceholderMetadata:
-        self._ensure_provider_imported(model_type)
-        if model_type not in self._multimodal_placeholder_by_model_type:
-            raise ValueError(f"Model type {model_type} is not registered in MultimodalPlaceholderRegistry")
-        return self._multimodal_placeholder_by_model_type[model_type]
-
-    def get_registered_model_types(self) -> Tuple[str, ...]:
-        from tensorrt_llm._torch.models._arch_index import MULTIMODAL_MODEL_TYPE_TO_MODULE
-
-        for model_type in MULTIMODAL_MODEL_TYPE_TO_MODULE:
-            self._ensure_provider_imported(model_type)
-        return tuple(self._multimodal_placeholder_by_model_type)
 
 
 MULTIMODAL_PLACEHOLDER_REGISTRY = MultimodalPlaceholderRegistry()
@@ -283,7 +114,7 @@ MULTIMODAL_PLACEHOLDER_REGISTRY = MultimodalPlaceholderRegistry()
 class InputProcessorRegistry:
     def __init__(self) -> None:
         # Keyed by the MODEL class, not by the model_type string.
-        self._input_processors_cls_by_model_type: Dict[type, Type[InputProcessor]] = {}
+        self._input_processors_cls_by_model_type: Dict[type, type] = {}
 
 
 INPUT_PROCESSOR_REGISTRY = InputProcessorRegistry()
@@ -332,26 +163,16 @@ def create_input_processor(model_path_or_dir, tokenizer, checkpoint_format: Opti
     """Resolve config -> model class -> registered processor class, and build it.
 
     Stand-in: the config comes from ``tensorrt_llm._torch.model_config.
-    ModelConfig.from_pretrained`` (an in-memory registry or a ``config.json``).
+    ModelConfig.from_pretrained`` (an in-memory registry or a ``config.json``); an
+    unregistered model raises instead of falling back to upstream's tokenize-only processor.
     """
     from tensorrt_llm._torch.model_config import ModelConfig
     from tensorrt_llm._torch.models import get_model_architecture
 
-    config = None
-    if checkpoint_format in (None, "HF"):
-        try:
-            config = ModelConfig.from_pretrained(model_path_or_dir, trust_remote_code=trust_remote_code).pretrained_config
-        except (ValueError, EnvironmentError) as e:
-            logger.debug(f"Unable to load HF config from {model_path_or_dir}: {e}. Falling back.")
-    if config is not None:
-        try:
-            model_cls, _ = get_model_architecture(config)
-            processor_cls = INPUT_PROCESSOR_REGISTRY._input_processors_cls_by_model_type.get(model_cls)
-        except RuntimeError:
-            processor_cls = None
-        if processor_cls is not None:
-            return processor_cls(model_path_or_dir, config, tokenizer, trust_remote_code=trust_remote_code, **kwargs)
-    return DefaultInputProcessor(None, None, tokenizer)
+    config = ModelConfig.from_pretrained(model_path_or_dir, trust_remote_code=trust_remote_code).pretrained_config
+    model_cls, _ = get_model_architecture(config)
+    processor_cls = INPUT_PROCESSOR_REGISTRY._input_processors_cls_by_model_type[model_cls]
+    return processor_cls(model_path_or_dir, config, tokenizer, trust_remote_code=trust_remote_code, **kwargs)
 
 
 def maybe_compute_mm_embed_cumsum(prompt_token_ids: List[int], extra_processed_inputs: Optional[ExtraProcessedInputs], input_processor) -> None:
