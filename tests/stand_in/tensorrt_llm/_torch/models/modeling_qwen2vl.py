@@ -16,8 +16,6 @@ Mirrors NVIDIA/TensorRT-LLM @ 002f3cc3d0554c4ebd530d1354f96e89666d93b8,
 * ``call_with_text_prompt``: text-only prompts are tokenized and carry no
   ``mrope_config``; otherwise the HF-expanded ids (the aggregated layout) and
   ``multimodal_data`` with image/video payload and ``mrope_config``;
-* ``_attach_multimodal_embeddings_impl`` (external image embeddings), which
-  reuses ``build_disagg_prefill_multimodal_inputs``.
 
 Simplified: there is no HF ``AutoProcessor``. ``_preprocess`` calls the
 pluggable hook ``self._hf_expand(text, mm_data)``, which must return an
@@ -25,7 +23,9 @@ HF-``BatchFeature``-like dict: ``input_ids`` (shape ``[1, L]``), and optionally
 ``video_grid_thw`` / ``image_grid_thw`` / ``pixel_values_videos`` /
 ``pixel_values`` / ``attention_mask`` / ``second_per_grid_ts``. Set it on an
 instance (``proc._hf_expand = fn``) or on a class as a ``staticmethod``.
-Image token counting skips HF ``smart_resize`` (plain ``H // patch_size``).
+Image token counting skips HF ``smart_resize`` (plain ``H // patch_size``);
+``_build_temporal_block`` is Qwen3-VL's plain lattice (no ``tokens_per_second``
+scaling), as only Qwen3-VL-family processors run here.
 """
 
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -44,7 +44,6 @@ class Qwen2VLInputProcessorBase(BaseMultimodalInputProcessor, BaseMultimodalDumm
         super().__init__(
             model_path=model_path, config=config, tokenizer=tokenizer, trust_remote_code=trust_remote_code, **kwargs
         )
-        self._dtype = getattr(self._config, "torch_dtype", None)
         if tokenizer is None:
             raise ValueError("stand-in: a tokenizer object is required (no AutoTokenizer here)")
         self._tokenizer = tokenizer
@@ -64,16 +63,8 @@ class Qwen2VLInputProcessorBase(BaseMultimodalInputProcessor, BaseMultimodalDumm
         return self._tokenizer
 
     @property
-    def model_path(self) -> str:
-        return self._model_path
-
-    @property
     def processor(self) -> Any:
         return self._processor
-
-    @property
-    def dtype(self) -> Any:
-        return self._dtype
 
     @property
     def spatial_merge_unit(self) -> int:
@@ -86,23 +77,11 @@ class Qwen2VLInputProcessorBase(BaseMultimodalInputProcessor, BaseMultimodalDumm
         p = self.config.vision_config.patch_size
         return (h // p) * (w // p) // self.spatial_merge_unit
 
-    def get_num_tokens_per_video(self, *, video, **kwargs) -> int:
-        first = np.asarray(video[0])
-        h, w = int(first.shape[0]), int(first.shape[1])
-        p = self.config.vision_config.patch_size
-        t = max(-(-len(video) // self.temporal_patch_size), 1)
-        return t * (h // p) * (w // p) // self.spatial_merge_unit
-
     # -- mRoPE ---------------------------------------------------------------
     @classmethod
     def _build_temporal_block(cls, config, llm_grid_t: int, llm_grid_h: int, llm_grid_w: int, second_per_grid_t: float) -> np.ndarray:
-        tps = getattr(config.vision_config, "tokens_per_second", None)
-        if tps is not None:
-            t = (np.arange(llm_grid_t) * (second_per_grid_t * tps)).astype(np.int64)
-            t = np.repeat(t, llm_grid_h * llm_grid_w)
-            h = np.tile(np.repeat(np.arange(llm_grid_h), llm_grid_w), llm_grid_t)
-            w = np.tile(np.arange(llm_grid_w), llm_grid_t * llm_grid_h)
-            return np.stack([t, h, w])
+        # Qwen3-VL's plain lattice (its timestamps are separate tokens); Qwen2-VL's tokens_per_second
+        # scaling is not modelled: only Qwen3-VL-family processors run on the stand-in.
         return np.indices((llm_grid_t, llm_grid_h, llm_grid_w)).reshape(3, -1)
 
     @classmethod
@@ -204,36 +183,6 @@ class Qwen2VLInputProcessorBase(BaseMultimodalInputProcessor, BaseMultimodalDumm
                 "{'input_ids': [[...]], 'video_grid_thw': ..., ...}"
             )
         return hook(text, mm_data)
-
-    @staticmethod
-    def _infer_image_grid_thw(num_tokens: int, spatial_merge_size: int) -> List[int]:
-        if num_tokens <= 0:
-            raise ValueError(f"Image embedding must contain at least one token, got {num_tokens}")
-        gh = int(num_tokens**0.5)
-        while gh > 1 and num_tokens % gh != 0:
-            gh -= 1
-        return [1, gh * spatial_merge_size, (num_tokens // gh) * spatial_merge_size]
-
-    def _attach_multimodal_embeddings_impl(self, inputs: TextPrompt, multimodal_embedding, sampling_params: SamplingParams):
-        if not isinstance(multimodal_embedding, dict):
-            raise ValueError("multimodal_embedding must be a dictionary")
-        if set(multimodal_embedding) != {"image"}:
-            raise ValueError("Only image modality is supported for external multimodal embedding")
-        embeds = multimodal_embedding["image"]
-        if isinstance(embeds, np.ndarray):
-            embeds = [embeds]
-        if not embeds:
-            raise ValueError("At least one image embedding is required")
-        build = getattr(self, "build_disagg_prefill_multimodal_inputs", None)
-        if not callable(build):
-            raise NotImplementedError(f"{type(self).__name__} does not support external multimodal embeddings")
-        handles = [{"tensor_size": tuple(np.asarray(e).shape)} for e in embeds]
-        prompt_token_ids = build(inputs, handles).prompt_token_ids
-        merge = self.config.vision_config.spatial_merge_size
-        grid = np.asarray([self._infer_image_grid_thw(np.asarray(e).shape[0], merge) for e in embeds])
-        ids = np.asarray(prompt_token_ids, dtype=np.int64)[None, :]
-        mrope = self.get_mrope_config(ids, grid, None, np.ones_like(ids), None)
-        return prompt_token_ids, {"multimodal_data": {"multimodal_embedding": embeds, "mrope_config": mrope}}
 
     def call_with_text_prompt(self, inputs: TextPrompt, sampling_params: SamplingParams):
         text = inputs.get("prompt")

@@ -115,17 +115,6 @@ def _expand_prompt_token_ids_for_mm_handoff(
 class Qwen3VLInputProcessorBase(Qwen2VLInputProcessorBase):
     """Qwen3-VL input processor (shared by every Qwen3-VL-family model class)."""
 
-    def __init__(self, model_path: str, config: Any, tokenizer: Any, trust_remote_code: bool = True, **kwargs):
-        super().__init__(
-            model_path=model_path, config=config, tokenizer=tokenizer, trust_remote_code=trust_remote_code, **kwargs
-        )
-        self._dtype = getattr(self.config.text_config, "dtype", None)
-
-    @classmethod
-    def _build_temporal_block(cls, config, llm_grid_t, llm_grid_h, llm_grid_w, second_per_grid_t) -> np.ndarray:
-        # Timestamps are separate tokens in Qwen3-VL: plain lattice, no scaling.
-        return np.indices((llm_grid_t, llm_grid_h, llm_grid_w)).reshape(3, -1)
-
     @classmethod
     def get_rope_index(cls, config, input_ids=None, image_grid_thw=None, video_grid_thw=None, attention_mask=None, second_per_grid_ts=None):
         # One (1, h, w) block per temporal group, as the prompt has one span per group.
@@ -146,10 +135,7 @@ class Qwen3VLInputProcessorBase(Qwen2VLInputProcessorBase):
                 t, h, w = (int(x) for x in grid)
                 return t * (h // merge) * (w // merge)
             return int(np.sum(grid[:, 0] * (grid[:, 1] // merge) * (grid[:, 2] // merge)))
-        return super().get_num_tokens_per_video(video=video, **kwargs)
-
-    def get_preferred_media_io_kwargs(self) -> Dict[str, Dict[str, Any]]:
-        return {"image": {"format": "np"}, "video": {"format": "np"}}
+        raise ValueError("stand-in: the video token count comes from video_grid_thw")
 
     def build_disagg_prefill_multimodal_inputs(self, inputs: TextPrompt, mm_handles: List[Dict[str, Any]]) -> DisaggPrefillMultimodalInputs:
         """Rebuild the PD prompt from the raw text prompt and the handles' row counts."""
