@@ -9,12 +9,12 @@ Mirrors NVIDIA/TensorRT-LLM @ 01138754b3f4b047dfacd714ff121cc7f4df6d67:
   ``multimodal_lengths``, ordered, int32-safe; optional
   ``special_token_offsets`` / ``item_types``).
 * ``MultimodalParams`` with ``to_handle`` / ``to_tensor`` / ``to_device`` /
-  ``strip_for_generation`` / ``has_content``.
+  ``has_content``.
 * The private mask helpers ``_as_cpu_tensor``, ``_compute_mm_masks``,
   ``_find_mm_token_start_pos_from_masks``, ``_find_mm_token_runs_from_mask``,
   ``_find_mm_embedding_lengths_from_masks`` and ``validate_mm_inputs``,
   ``find_mm_token_lengths``, ``apply_mm_hashes``, ``hexdigest_to_int32``,
-  ``check_mm_embed_cumsum_if_needed``, ``strip_mm_data_for_generation``.
+  ``check_mm_embed_cumsum_if_needed``.
 
 Simplified: numpy arrays stand in for torch tensors (``to_handle`` produces the
 inline handle dicts of the ``shared_tensor`` stand-in; ``to_device`` is a
@@ -34,7 +34,6 @@ from tensorrt_llm.logger import logger
 default_hasher = hashlib.sha256
 _INT32_MAX = 2**31 - 1
 _HASH_SCHEME_TAG = b"trtllm.mm.hash.v1"
-MULTIMODAL_ENCODER_ITEM_METADATA_KEY = "multimodal_encoder_item_metadata"
 
 
 # ---------------------------------------------------------------------------
@@ -124,17 +123,6 @@ def _validate_multimodal_runs(
                 raise ValueError("multimodal runs must be ordered and non-overlapping within each item")
 
 
-def strip_mm_data_for_generation(mm_data: Dict[str, Any]) -> None:
-    """Clear ``mm_data`` in place, keeping only ``mrope_config.mrope_position_deltas``."""
-    if not mm_data:
-        return
-    mrope = mm_data.get("mrope_config")
-    deltas = mrope.get("mrope_position_deltas") if isinstance(mrope, dict) else None
-    mm_data.clear()
-    if deltas is not None:
-        mm_data["mrope_config"] = {"mrope_position_deltas": deltas}
-
-
 # ---------------------------------------------------------------------------
 # layout containers
 # ---------------------------------------------------------------------------
@@ -200,13 +188,6 @@ class MultimodalInput:
             multimodal_item_run_cu_offsets=mm_item_run_cu_offsets,
             multimodal_run_positions=mm_run_positions,
             multimodal_run_lengths=mm_run_lengths,
-        )
-
-    def to_tensor(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return (
-            np.asarray(self.multimodal_hashes, dtype=np.int32),
-            np.asarray(self.multimodal_positions, dtype=np.int32),
-            np.asarray(self.multimodal_lengths, dtype=np.int32),
         )
 
     def run_metadata(self) -> Dict[str, List[int]]:
@@ -370,12 +351,6 @@ class MultimodalParams:
     def to_device(self, element: str, device: str, pin_memory: bool = False, target_keywords=None) -> None:
         # No devices in the stand-in: data stays as numpy on the host.
         self._check_element(element)
-
-    def strip_for_generation(self) -> None:
-        if not self.multimodal_data:
-            return
-        self.multimodal_data = dict(self.multimodal_data)
-        strip_mm_data_for_generation(self.multimodal_data)
 
     def has_content(self) -> bool:
         return bool(self.multimodal_input or self.multimodal_data)

@@ -7,8 +7,7 @@ import numpy as np
 
 
 class BaseModalityData:
-    def update_hash(self, hasher) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
+    """Base of the modality payloads; subclasses define ``update_hash(hasher)``."""
 
 
 @dataclass
