@@ -21,7 +21,7 @@ __all__ = ["TokenSpec", "TimestampVocab", "PAD_ONLY", "REPLACE_WRAPPER", "CONVEN
 
 #: transformers >= 5.10.1 replaces only ``<|video_pad|>``; the template's outer markers stay.
 PAD_ONLY = "pad_only"
-#: transformers <= 5.9, vLLM and Cosmos3-Edge replace the whole vs/pad/ve trio.
+#: transformers <= 5.9 and Cosmos3-Edge replace the whole vs/pad/ve trio (vLLM follows its transformers).
 REPLACE_WRAPPER = "replace_wrapper"
 CONVENTIONS = (PAD_ONLY, REPLACE_WRAPPER)
 

@@ -6,7 +6,7 @@ Video ``j`` with grid ``(T', h, w)`` expands to, per temporal group ``g``::
 
 - ``pad_only`` (transformers >= 5.10.1): only the template's ``<|video_pad|>`` is replaced, the
   template's outer ``<|vision_start|>``/``<|vision_end|>`` stay around the groups;
-- ``replace_wrapper`` (transformers <= 5.9, vLLM, Cosmos3-Edge): the whole
+- ``replace_wrapper`` (transformers <= 5.9, Cosmos3-Edge; vLLM follows its transformers): the whole
   ``<|vision_start|><|video_pad|><|vision_end|>`` trio is replaced, or a bare ``<|video_pad|>`` when
   the template has no markers around it.
 Images expand ``<|image_pad|>`` to ``t*h*w/merge^2`` pads in every version; markers stay.
