@@ -100,3 +100,19 @@ def test_import_needs_no_engine():
             "print(sorted(m for m in ('torch', 'transformers', 'tensorrt_llm', 'vllm') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_public_names_do_not_shadow_modules():
+    """``mm_handoff.validate`` is the function; the checks module has its own name and stays reachable."""
+    import importlib.util
+
+    import mm_handoff.checks as checks
+
+    assert callable(mm_handoff.validate) and mm_handoff.validate is checks.validate
+    assert callable(checks.check_grid)
+    for name in mm_handoff.__all__:
+        value = getattr(mm_handoff, name)
+        spec = importlib.util.find_spec(f"mm_handoff.{name}") if name.islower() else None
+        assert spec is None, f"mm_handoff.{name} is both a public name and a submodule"
+        assert value is not None
+    assert len(mm_handoff.__all__) <= 25 and "AdapterError" in mm_handoff.__all__
