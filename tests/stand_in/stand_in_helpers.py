@@ -51,10 +51,6 @@ class FakeTokenizer:
                 ids.extend(_CHAR_BASE + ord(c) for c in piece)
         return ids
 
-    def decode(self, ids) -> str:
-        inv = {v: k for k, v in SPECIAL_TOKENS.items()}
-        return "".join(inv.get(int(i), chr(int(i) - _CHAR_BASE)) for i in ids)
-
     def __call__(self, text: str, return_tensors: Optional[str] = None, **kwargs):
         return SimpleNamespace(input_ids=np.asarray([self.encode(text)], dtype=np.int64))
 

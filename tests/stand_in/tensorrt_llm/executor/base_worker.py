@@ -18,7 +18,7 @@ Simplified: no LoRA / prompt adapters / logits processors / max-token
 deduction; the engine is the stand-in ``PyExecutor``.
 """
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 from ..bindings import executor as tllm
 from .executor import GenerationExecutor

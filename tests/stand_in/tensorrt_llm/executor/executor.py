@@ -54,9 +54,6 @@ class GenerationExecutor:
         )
         return self.submit(request)
 
-    def submit(self, request: GenerationRequest):  # pragma: no cover - abstract
-        raise NotImplementedError
-
     def shutdown(self) -> None:
         pass
 

@@ -12,7 +12,7 @@ import multiprocessing
 import pickle
 import queue
 import threading
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 from .executor import GenerationExecutor
 from .request import GenerationRequest
@@ -39,10 +39,6 @@ class GenerationExecutorProxy(GenerationExecutor):
         if not ready.get("ready"):
             self.shutdown()
             raise RequestError(ready.get("error", "worker failed to start"))
-
-    @property
-    def worker_pid(self) -> Optional[int]:
-        return self._process.pid
 
     def submit(self, request: GenerationRequest) -> GenerationResult:
         if self._shutdown:

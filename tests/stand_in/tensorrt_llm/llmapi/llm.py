@@ -31,7 +31,7 @@ from ``tensorrt_llm._torch.model_config.ModelConfig.from_pretrained(model)``.
 """
 
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple, Union, cast
+from typing import Any, List, Optional, Tuple, Union, cast
 
 from ..disaggregated_params import DisaggregatedParams
 from ..executor import GenerationExecutor, GenerationResult

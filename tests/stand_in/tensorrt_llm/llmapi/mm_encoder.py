@@ -12,11 +12,11 @@ width]``, ``method_key`` 2) plus the mRoPE handles (``tensor_size`` ``[3, 1, L]`
 and ``[1, 1]``).
 """
 
-from typing import Any, List, Optional, Sequence, Union
+from typing import Any, List, Optional, Union
 
 from ..inputs import prompt_inputs
 from ..sampling_params import SamplingParams
-from .llm import BaseLLM, RequestOutput, _TorchLLM
+from .llm import RequestOutput, _TorchLLM
 
 
 class MultimodalEncoder(_TorchLLM):

@@ -1,8 +1,7 @@
 """Stand-in for ``tensorrt_llm/_torch/models/_arch_index.py``.
 
 Mirrors @ 065ff9e93780bc0bdbfdbc7156a306ca14f5850c: the lazy-zoo index
-(``MULTIMODAL_MODEL_TYPE_TO_MODULE``; ``qwen4_exp`` is absent there) and
-``is_builtin_zoo_module``. ``ARCH_TO_MODULE`` (architecture string -> module)
+(``MULTIMODAL_MODEL_TYPE_TO_MODULE``; ``qwen4_exp`` is absent there). ``ARCH_TO_MODULE`` (architecture string -> module)
 is the stand-in's reduced form of upstream's architecture index.
 """
 
@@ -22,9 +21,3 @@ ARCH_TO_MODULE = {
     "Qwen3_5MoeForConditionalGeneration": "modeling_qwen3_5",
     "Cosmos3ForConditionalGeneration": "modeling_cosmos3",
 }
-
-_ZOO_PREFIX = "tensorrt_llm._torch.models."
-
-
-def is_builtin_zoo_module(module_name: str) -> bool:
-    return module_name.startswith(_ZOO_PREFIX)

@@ -6,6 +6,3 @@ import os
 def _is_mm_disagg() -> bool:
     return os.getenv("TLLM_MULTIMODAL_DISAGGREGATED", "0") == "1"
 
-
-def _is_disagg() -> bool:
-    return _is_mm_disagg()

@@ -9,7 +9,6 @@ processor wrapper class in this file) with ``@support_multimodal_disaggregated``
 all model internals are omitted.
 """
 
-from typing import List
 
 from ...inputs import (
     ContentFormat,
@@ -33,15 +32,7 @@ _QWEN3_5_VL_PLACEHOLDER_METADATA = MultimodalPlaceholderMetadata(
 
 
 class _Qwen3_5VLModel(Qwen3VLModelBase):
-    @property
-    def multimodal_data_device_paths(self) -> List[str]:
-        return [
-            "image.pixel_values",
-            "video.pixel_values_videos",
-            "multimodal_embedding",
-            "mrope_config.mrope_position_ids",
-            "mrope_config.mrope_position_deltas",
-        ]
+    pass
 
 
 @support_multimodal_disaggregated

@@ -8,7 +8,6 @@ flag lives on the shared processor class). Its ``multimodal_data_device_paths``
 omit the mRoPE keys (ids stay on the CPU). Model internals are omitted.
 """
 
-from typing import List
 
 from ...inputs import (
     MultimodalPlaceholderMetadata,
@@ -35,6 +34,4 @@ from .modeling_utils import register_auto_model, register_vision_encoder
     ),
 )
 class Qwen3MoeVLModel(Qwen3VLModelBase):
-    @property
-    def multimodal_data_device_paths(self) -> List[str]:
-        return ["image.pixel_values", "video.pixel_values_videos", "multimodal_embedding"]
+    pass

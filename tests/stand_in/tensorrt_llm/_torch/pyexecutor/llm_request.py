@@ -69,7 +69,3 @@ class LlmRequest:
 class ScheduledRequests:
     context_requests: List[LlmRequest] = field(default_factory=list)
     generation_requests: List[LlmRequest] = field(default_factory=list)
-
-    @property
-    def num_context_requests(self) -> int:
-        return len(self.context_requests)
