@@ -22,7 +22,7 @@ path listing names is 4c05a74891e4df8066f08ed4ce14b0972abe4e25, an older one):
   ``disaggregated_params`` (P -> D);
 * ``generate_async`` (skips ``_preprocess`` for ``PreprocessedInputs``, then
   ``self._executor.generate_async(...)`` and
-  ``RequestOutput._from_generation_result``), ``generate``, ``preprocess``;
+  ``RequestOutput._from_generation_result``), ``preprocess``;
 * ``_TorchLLM`` / ``LLM``.
 
 Simplified: no MPI session, build stats, telemetry, tracing or argument
@@ -52,9 +52,6 @@ from .llm_args import TorchLlmArgs
 class RequestOutput(GenerationResult):
     """Output of a request (built from the executor's ``GenerationResult``)."""
 
-    def __init__(self) -> None:
-        raise RuntimeError("RequestOutput is created by RequestOutput._from_generation_result")
-
     @classmethod
     def _from_generation_result(cls, generation_result: GenerationResult, prompt: Optional[str] = None, tokenizer=None, post_processor_hook=None) -> "RequestOutput":
         inst = cls.__new__(cls)
@@ -62,10 +59,6 @@ class RequestOutput(GenerationResult):
         inst.tokenizer = tokenizer
         inst._prompt = prompt
         return inst
-
-    @property
-    def prompt(self) -> Optional[str]:
-        return self._prompt
 
 
 @dataclass
@@ -98,10 +91,6 @@ class BaseLLM:
     def tokenizer(self):
         return self._tokenizer
 
-    @property
-    def _on_trt_backend(self) -> bool:
-        return False
-
     def _build_model(self) -> None:
         from .._torch.model_config import ModelConfig
 
@@ -116,16 +105,6 @@ class BaseLLM:
 
     def _is_encoder_decoder_model(self) -> bool:
         return bool(getattr(self._hf_model_config, "is_encoder_decoder", False))
-
-    def generate(self, inputs, sampling_params=None, use_tqdm: bool = False, disaggregated_params=None, **kwargs):
-        unbatched = isinstance(inputs, (str, dict)) or (isinstance(inputs, list) and inputs and isinstance(inputs[0], int))
-        batch = [inputs] if unbatched else list(inputs)
-        outs = []
-        for i, item in enumerate(batch):
-            sp = sampling_params[i] if isinstance(sampling_params, list) else sampling_params
-            dp = disaggregated_params[i] if isinstance(disaggregated_params, list) else disaggregated_params
-            outs.append(self.generate_async(prompt_inputs(item), sampling_params=sp, disaggregated_params=dp).result())
-        return outs[0] if unbatched else outs
 
     def generate_async(
         self,
@@ -304,12 +283,6 @@ class BaseLLM:
     def shutdown(self) -> None:
         if self._executor is not None:
             self._executor.shutdown()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.shutdown()
 
 
 class _TorchLLM(BaseLLM):

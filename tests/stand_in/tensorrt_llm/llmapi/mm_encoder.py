@@ -12,9 +12,8 @@ width]``, ``method_key`` 2) plus the mRoPE handles (``tensor_size`` ``[3, 1, L]`
 and ``[1, 1]``).
 """
 
-from typing import Any, List, Optional, Union
+from typing import Any, Optional
 
-from ..inputs import prompt_inputs
 from ..sampling_params import SamplingParams
 from .llm import RequestOutput, _TorchLLM
 
@@ -28,12 +27,6 @@ class MultimodalEncoder(_TorchLLM):
     def _build_model(self) -> None:
         self.args.mm_encoder_only = True
         super()._build_model()
-
-    def generate(self, inputs, use_tqdm: bool = False) -> Union[RequestOutput, List[RequestOutput]]:
-        unbatched = not isinstance(inputs, list)
-        batch = [inputs] if unbatched else inputs
-        outs = [self.generate_async(prompt_inputs(i)).result() for i in batch]
-        return outs[0] if unbatched else outs
 
     def generate_async(self, inputs, sampling_params: Optional[SamplingParams] = None) -> RequestOutput:
         result = super().generate_async(inputs, sampling_params)
