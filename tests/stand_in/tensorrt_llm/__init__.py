@@ -6,28 +6,10 @@ each module docstring and in ``tests/stand_in/README.md``). Importing it pulls
 in nothing heavy: only the standard library and numpy.
 
 Upstream's ``__init__`` eagerly imports ``LLM``, ``MultimodalEncoder``,
-``SamplingParams`` and ``DisaggregatedParams``; here they resolve lazily.
+``SamplingParams`` and ``DisaggregatedParams``; here only ``__version__`` (and
+the ``_STAND_IN`` marker) are defined: import the submodules.
 """
 
 from .version import __version__
 
 _STAND_IN = True
-
-_LAZY = {
-    "LLM": ("tensorrt_llm.llmapi.llm", "LLM"),
-    "MultimodalEncoder": ("tensorrt_llm.llmapi.mm_encoder", "MultimodalEncoder"),
-    "SamplingParams": ("tensorrt_llm.sampling_params", "SamplingParams"),
-    "DisaggregatedParams": ("tensorrt_llm.disaggregated_params", "DisaggregatedParams"),
-}
-
-
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
-
-        module_name, attr = _LAZY[name]
-        return getattr(importlib.import_module(module_name), attr)
-    raise AttributeError(f"module 'tensorrt_llm' has no attribute {name!r}")
-
-
-__all__ = ["__version__", *_LAZY]

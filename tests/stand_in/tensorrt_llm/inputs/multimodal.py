@@ -482,7 +482,7 @@ def check_mm_embed_cumsum_if_needed(py_multimodal_data, *, begin_compute: int, e
         raise ValueError(
             "Request requires multimodal_embed_mask_cumsum for chunked prefill or KV-cache reuse"
         )
-    logger.warning_once("multimodal_embed_mask_cumsum missing on multimodal request", key="mm_cumsum")
+    logger.warning("multimodal_embed_mask_cumsum missing on multimodal request")
 
 
 # ---------------------------------------------------------------------------
