@@ -11,48 +11,13 @@ one GPU); with ``TLLM_WORKER_USE_SINGLE_PROCESS=1`` it runs in this process
 import os
 from typing import Any, List, Optional
 
-from .request import DEFAULT_REQUEST_PRIORITY, GenerationRequest
+from .request import GenerationRequest
 
 
 class GenerationExecutor:
-    def generate_async(
-        self,
-        prompt_token_ids: List[int],
-        sampling_params: Any,
-        query_token_ids: Optional[List[int]] = None,
-        lora_request: Any = None,
-        prompt_adapter_request: Any = None,
-        streaming: bool = False,
-        kv_cache_retention_config: Any = None,
-        disaggregated_params: Any = None,
-        trace_headers: Any = None,
-        postproc_params: Any = None,
-        multimodal_params: Any = None,
-        scheduling_params: Any = None,
-        conversation_params: Any = None,
-        cache_salt: Optional[str] = None,
-        arrival_time: Optional[float] = None,
-        encoder_input_token_ids: Optional[List[int]] = None,
-        priority: float = DEFAULT_REQUEST_PRIORITY,
-    ):
-        request = GenerationRequest(
-            prompt_token_ids,
-            sampling_params=sampling_params,
-            query_token_ids=query_token_ids,
-            lora_request=lora_request,
-            prompt_adapter_request=prompt_adapter_request,
-            streaming=streaming,
-            kv_cache_retention_config=kv_cache_retention_config,
-            disaggregated_params=disaggregated_params,
-            multimodal_params=multimodal_params,
-            scheduling_params=scheduling_params,
-            conversation_params=conversation_params,
-            cache_salt=cache_salt,
-            arrival_time=arrival_time,
-            encoder_input_token_ids=encoder_input_token_ids,
-            priority=priority,
-        )
-        return self.submit(request)
+    def generate_async(self, prompt_token_ids: List[int], sampling_params: Any, **kwargs: Any):
+        """Upstream's keyword arguments are ``GenerationRequest``'s (``executor/request.py``)."""
+        return self.submit(GenerationRequest(prompt_token_ids, sampling_params=sampling_params, **kwargs))
 
     def shutdown(self) -> None:
         pass

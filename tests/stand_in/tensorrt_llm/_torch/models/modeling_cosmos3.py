@@ -3,7 +3,7 @@
 Default variant mirrors NVIDIA/TensorRT-LLM @ 1c58b177483d2f680ea284e53a9be0b678bc22cd:
 ``Cosmos3Model(Qwen3VLModel)`` registers ``Qwen3VLInputProcessorBase`` DIRECTLY
 for ``cosmos3`` and for the backward-compatible alias ``cosmos3_omni`` (same
-class, same ``PLACEHOLDER_METADATA``), with ``@support_multimodal_disaggregated``.
+class, same placeholder metadata; the stand-in reuses Qwen3-VL's object), with ``@support_multimodal_disaggregated``.
 (The older @ 08a1e42a2b47d223f1ca58e56538432929f1d874 registers ``cosmos3`` only.)
 
 ``Cosmos3InputProcessor`` is NOT upstream code. Upstream issue #20138 names a
@@ -23,15 +23,13 @@ import os
 from typing import Any, Dict, List
 
 from ...inputs import (
-    ContentFormat,
-    MultimodalPlaceholderMetadata,
-    MultimodalPlaceholderPlacement,
     TextPrompt,
     register_input_processor,
     support_multimodal_disaggregated,
 )
 from ...inputs.multimodal import DisaggPrefillMultimodalInputs
 from .modeling_qwen3vl import (
+    QWEN3_VL_PLACEHOLDER_METADATA,
     Qwen3VisionModel,
     Qwen3VisionModelBase,
     Qwen3VLInputProcessorBase,
@@ -41,17 +39,6 @@ from .modeling_qwen3vl import (
 from .modeling_utils import register_auto_model, register_vision_encoder
 
 COSMOS3_VARIANT = os.getenv("TLLM_STAND_IN_COSMOS3_VARIANT", "1c58b17")
-
-PLACEHOLDER_METADATA = MultimodalPlaceholderMetadata(
-    placeholder_map={
-        "image": "<|vision_start|><|image_pad|><|vision_end|>",
-        "video": "<|vision_start|><|video_pad|><|vision_end|>",
-    },
-    placeholder_placement=MultimodalPlaceholderPlacement.BEFORE_TEXT,
-    placeholders_separator="",
-    content_format=ContentFormat.STRING,
-)
-
 
 class Cosmos3InputProcessor(Qwen3VLInputProcessorBase):
     """HYPOTHETICAL (see module docstring): own override, no ``super()`` call."""
@@ -78,8 +65,8 @@ _PROCESSOR_CLS = Cosmos3InputProcessor if COSMOS3_VARIANT == "issue-20138" else 
 @support_multimodal_disaggregated
 @register_vision_encoder(Qwen3VisionModelBase, vlm_base_model=Qwen3VisionModel)
 @register_auto_model("Cosmos3ForConditionalGeneration")
-@register_input_processor(_PROCESSOR_CLS, model_type="cosmos3", placeholder_metadata=PLACEHOLDER_METADATA)
+@register_input_processor(_PROCESSOR_CLS, model_type="cosmos3", placeholder_metadata=QWEN3_VL_PLACEHOLDER_METADATA)
 # cosmos3_omni is the backward-compat alias for cosmos3 (upstream comment).
-@register_input_processor(_PROCESSOR_CLS, model_type="cosmos3_omni", placeholder_metadata=PLACEHOLDER_METADATA)
+@register_input_processor(_PROCESSOR_CLS, model_type="cosmos3_omni", placeholder_metadata=QWEN3_VL_PLACEHOLDER_METADATA)
 class Cosmos3Model(Qwen3VLModel):
     pass

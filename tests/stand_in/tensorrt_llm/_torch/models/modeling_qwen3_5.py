@@ -7,28 +7,18 @@ both registering ``Qwen3VLInputProcessorBase`` directly (upstream has NO
 processor wrapper class in this file) with ``@support_multimodal_disaggregated``
 (``# TODO(TRTLLM-13417)``). The text-only ``Qwen3_5*ForCausalLM`` classes and
 all model internals are omitted.
+Placeholder metadata: Qwen3-VL's object (the stand-in stores it, reads none of it).
 """
 
-
-from ...inputs import (
-    ContentFormat,
-    MultimodalPlaceholderMetadata,
-    MultimodalPlaceholderPlacement,
-    register_input_processor,
-    support_multimodal_disaggregated,
+from ...inputs import register_input_processor, support_multimodal_disaggregated
+from .modeling_qwen3vl import (
+    QWEN3_VL_PLACEHOLDER_METADATA,
+    Qwen3VisionModel,
+    Qwen3VisionModelBase,
+    Qwen3VLInputProcessorBase,
+    Qwen3VLModelBase,
 )
-from .modeling_qwen3vl import Qwen3VisionModel, Qwen3VisionModelBase, Qwen3VLInputProcessorBase, Qwen3VLModelBase
 from .modeling_utils import register_auto_model, register_vision_encoder
-
-_QWEN3_5_VL_PLACEHOLDER_METADATA = MultimodalPlaceholderMetadata(
-    placeholder_map={
-        "image": "<|vision_start|><|image_pad|><|vision_end|>",
-        "video": "<|vision_start|><|video_pad|><|vision_end|>",
-    },
-    placeholder_placement=MultimodalPlaceholderPlacement.BEFORE_TEXT,
-    placeholders_separator="",
-    content_format=ContentFormat.STRING,
-)
 
 
 class _Qwen3_5VLModel(Qwen3VLModelBase):
@@ -39,7 +29,7 @@ class _Qwen3_5VLModel(Qwen3VLModelBase):
 @register_vision_encoder(Qwen3VisionModelBase, vlm_base_model=Qwen3VisionModel)
 @register_auto_model("Qwen3_5MoeForConditionalGeneration")
 @register_input_processor(
-    Qwen3VLInputProcessorBase, model_type="qwen3_5_moe", placeholder_metadata=_QWEN3_5_VL_PLACEHOLDER_METADATA
+    Qwen3VLInputProcessorBase, model_type="qwen3_5_moe", placeholder_metadata=QWEN3_VL_PLACEHOLDER_METADATA
 )
 class Qwen3_5MoeVLModel(_Qwen3_5VLModel):
     """Qwen3 vision encoder + Qwen3.5 MoE text decoder."""
@@ -49,7 +39,7 @@ class Qwen3_5MoeVLModel(_Qwen3_5VLModel):
 @register_vision_encoder(Qwen3VisionModelBase, vlm_base_model=Qwen3VisionModel)
 @register_auto_model("Qwen3_5ForConditionalGeneration")
 @register_input_processor(
-    Qwen3VLInputProcessorBase, model_type="qwen3_5", placeholder_metadata=_QWEN3_5_VL_PLACEHOLDER_METADATA
+    Qwen3VLInputProcessorBase, model_type="qwen3_5", placeholder_metadata=QWEN3_VL_PLACEHOLDER_METADATA
 )
 class Qwen3_5VLModel(_Qwen3_5VLModel):
     """Qwen3 vision encoder + dense Qwen3.5 text decoder."""
