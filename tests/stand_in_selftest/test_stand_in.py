@@ -101,24 +101,21 @@ def test_stock_rebuild_checks_handle_width_and_count(stand_in):
         proc.build_disagg_prefill_multimodal_inputs(prompt, [])
 
 
-def test_decoder_runner_slice_silently_truncates_longer_mrope(stand_in):
-    """A (3, 1, L_agg) array with L_agg > prompt length is cut without any error."""
+def _runner_inputs(request):
+    """``DecoderRunner._prepare_tp_inputs`` on one context request (upstream's keyword-only arguments)."""
     from tensorrt_llm._torch.pyexecutor.engine.runners.decoder.runner import DecoderRunner
     from tensorrt_llm._torch.pyexecutor.llm_request import ScheduledRequests
 
+    runner = DecoderRunner(model=None, use_mrope=True, max_num_tokens=64)
+    return runner._prepare_tp_inputs(ScheduledRequests(context_requests=[request]), None, None,
+                                     enable_spec_decode=False, runtime_draft_len=0, is_dummy=False)
+
+
+def test_decoder_runner_slice_silently_truncates_longer_mrope(stand_in):
+    """A (3, 1, L_agg) array with L_agg > prompt length is cut without any error."""
     prompt = list(range(10))
     longer = np.arange(3 * 16, dtype=np.int64).reshape(3, 1, 16)
-    request = _context_request(prompt, longer)
-    runner = DecoderRunner(model=None, use_mrope=True, max_num_tokens=64)
-
-    inputs, _, _ = runner._prepare_tp_inputs(
-        ScheduledRequests(context_requests=[request]),
-        None,
-        None,
-        enable_spec_decode=False,
-        runtime_draft_len=0,
-        is_dummy=False,
-    )
+    inputs, _, _ = _runner_inputs(_context_request(prompt, longer))
 
     assert inputs["position_ids"].shape == (3, 1, 10)
     np.testing.assert_array_equal(inputs["position_ids"], longer[:, :, :10])
@@ -126,20 +123,8 @@ def test_decoder_runner_slice_silently_truncates_longer_mrope(stand_in):
 
 def test_decoder_runner_copy_raises_on_shorter_mrope(stand_in):
     """A shorter array fails at the later copy (only rank and (3, 1) are checked before it)."""
-    from tensorrt_llm._torch.pyexecutor.engine.runners.decoder.runner import DecoderRunner
-    from tensorrt_llm._torch.pyexecutor.llm_request import ScheduledRequests
-
-    request = _context_request(list(range(10)), np.zeros((3, 1, 7), dtype=np.int64))
-    runner = DecoderRunner(model=None, use_mrope=True, max_num_tokens=64)
     with pytest.raises(RuntimeError, match="must match the size"):
-        runner._prepare_tp_inputs(
-            ScheduledRequests(context_requests=[request]),
-            None,
-            None,
-            enable_spec_decode=False,
-            runtime_draft_len=0,
-            is_dummy=False,
-        )
+        _runner_inputs(_context_request(list(range(10)), np.zeros((3, 1, 7), dtype=np.int64)))
 
 
 def test_model_engine_slice_silently_truncates_longer_mrope(stand_in):
