@@ -53,6 +53,17 @@ class DisaggregatedParams:
     mrope_position_ids_handle: Optional[Dict[str, Any]] = None
     mrope_position_deltas_handle: Optional[Dict[str, Any]] = None
 
+    def get_context_phase_params(self) -> tllme.ContextPhaseParams:
+        req_id = self.disagg_request_id if self.disagg_request_id is not None else self.ctx_request_id
+        return tllme.ContextPhaseParams(
+            self.first_gen_tokens,
+            req_id,
+            self.opaque_state,
+            self.draft_tokens,
+            self.ctx_dp_rank,
+            self.ctx_info_endpoint,
+        )
+
     def get_request_type(self) -> tllme.RequestType:
         mapping = {
             "context_only": tllme.RequestType.REQUEST_TYPE_CONTEXT_ONLY,

@@ -4,13 +4,22 @@ Only what ``DisaggregatedParams`` and ``MultimodalInput.to_binding`` use.
 """
 
 import enum
-from typing import Any, List, Optional
+from typing import Any, List, NamedTuple, Optional
 
 
 class RequestType(enum.IntEnum):
     REQUEST_TYPE_CONTEXT_AND_GENERATION = 0
     REQUEST_TYPE_CONTEXT_ONLY = 1
     REQUEST_TYPE_GENERATION_ONLY = 2
+
+
+class ContextPhaseParams(NamedTuple):
+    first_gen_tokens: Optional[List[int]]
+    req_id: Optional[int]
+    opaque_state: Optional[bytes]
+    draft_tokens: Optional[List[int]]
+    ctx_dp_rank: Optional[int]
+    ctx_info_endpoint: Optional[str]
 
 
 class MultimodalInput:
@@ -32,7 +41,7 @@ class Request:
         multimodal_input: Optional[MultimodalInput] = None,
         multimodal_embedding: Any = None,
         mrope_config: Any = None,
-        context_phase_params: Any = None,
+        context_phase_params: Optional[ContextPhaseParams] = None,
         type: RequestType = RequestType.REQUEST_TYPE_CONTEXT_AND_GENERATION,
         **kwargs: Any,
     ) -> None:

@@ -240,11 +240,7 @@ class BaseLLM:
             if "multi_modal_data" in inputs:
                 input_processor_with_hash = create_input_processor_with_hash(self.input_processor)
                 prompt_token_ids, extra_processed_inputs = input_processor_with_hash(inputs, sampling_params)
-            elif "multi_modal_embeddings" in inputs:
-                prompt_token_ids, extra_processed_inputs = self.input_processor.attach_multimodal_embeddings(
-                    inputs, inputs["multi_modal_embeddings"], sampling_params
-                )
-                maybe_compute_mm_embed_cumsum(prompt_token_ids, extra_processed_inputs, self.input_processor)
+            # (upstream's multi_modal_embeddings branch, attach_multimodal_embeddings, is not modelled)
             else:
                 prompt_token_ids, extra_processed_inputs = self.input_processor(inputs, sampling_params)
             prompt = inputs.get("prompt")
