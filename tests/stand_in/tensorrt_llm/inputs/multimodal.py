@@ -285,9 +285,6 @@ class MultimodalRuntimeData:
         self.total_embeds_in_request = int(cs[-1])
 
 
-_CPU_ONLY_MULTIMODAL_DATA_KEYS = frozenset({"multimodal_embed_mask_cumsum", "multimodal_embedding_lengths"})
-
-
 @dataclass
 class MultimodalParams:
     """Container for a request's multimodal input (hash layout) and data."""
