@@ -21,6 +21,12 @@ PROMPT = ("<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>Describe
           "<|im_start|>assistant\n")
 HERE = Path(__file__).parent
 
+#: the upstream modules an E -> PD flow runs: each test requires them to be upstream's code, not a stub
+PROCESSOR_MODULES = ("tensorrt_llm._torch.models.modeling_qwen3vl", "tensorrt_llm._torch.models.modeling_qwen2vl",
+                     "tensorrt_llm.inputs.registry", "tensorrt_llm.inputs.multimodal")
+LLM_MODULES = ("tensorrt_llm.llmapi.llm", "tensorrt_llm.llmapi.mm_encoder", "tensorrt_llm.disaggregated_params",
+               "tensorrt_llm._torch.shared_tensor.shared_tensor")
+
 
 #: family -> (upstream model module, model class registered for it, HF architecture)
 FAMILIES = {

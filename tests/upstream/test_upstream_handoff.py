@@ -7,10 +7,7 @@ from upstream import flows
 from mm_handoff import validate
 from mm_handoff.errors import HandoffError
 
-PROCESSOR_MODULES = ("tensorrt_llm._torch.models.modeling_qwen3vl", "tensorrt_llm._torch.models.modeling_qwen2vl",
-                     "tensorrt_llm.inputs.registry", "tensorrt_llm.inputs.multimodal")
-LLM_MODULES = ("tensorrt_llm.llmapi.llm", "tensorrt_llm.llmapi.mm_encoder", "tensorrt_llm.disaggregated_params",
-               "tensorrt_llm._torch.shared_tensor.shared_tensor")
+from upstream.flows import LLM_MODULES, PROCESSOR_MODULES
 
 
 def test_registration_and_install_on_the_real_classes(upstream, glue):

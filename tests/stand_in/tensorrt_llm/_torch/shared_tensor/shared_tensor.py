@@ -4,8 +4,9 @@ Upstream (@ 26f204627ad82077ec8490879ef633c6968e7b1c) turns a torch tensor into
 a dict of CUDA-IPC (``method_key`` 1) or shared-CPU-storage (``method_key`` 2)
 handles, and ``from_dict`` reads only the keys it needs (extra keys are
 ignored). Here the "handle" is a CPU-style dict (``method_key`` 2) with the
-same key names, and the storage travels INLINE as bytes under
-``storage_handle`` (so handles survive pickling into a spawned worker).
+same key names, and the storage travels INLINE, base64-encoded, under
+``storage_handle`` (so handles survive pickling into a spawned worker, and a
+handle is JSON-compatible, as upstream's ``dump_to_dict`` says its dicts are).
 A handle whose ``storage_handle`` is ``None`` is "shape only": restoring it
 gives zeros of ``tensor_size`` (used for the fake encoder embeddings, which
 can be large).
@@ -17,6 +18,7 @@ count lives in the producing process (a handle rebuilt in a spawned worker
 that never saw the dump is not counted there).
 """
 
+import base64
 import itertools
 import os
 import threading
@@ -47,7 +49,7 @@ class SharedTensorContainer:
             "tensor_size": [int(d) for d in arr.shape],
             "tensor_stride": [int(s // max(arr.itemsize, 1)) for s in arr.strides],
             "tensor_storage_offset": 0,
-            "storage_handle": None if shape_only else arr.tobytes(),
+            "storage_handle": None if shape_only else base64.b64encode(arr.tobytes()).decode("ascii"),
             "storage_size": int(arr.nbytes),
             "storage_dtype": str(arr.dtype),
             "manager_handle": f"/torch_{os.getpid()}_{next(_NAMES)}",
@@ -81,7 +83,7 @@ class SharedTensorContainer:
         if raw is None:
             arr = np.zeros(shape, dtype=dtype)
         else:
-            arr = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+            arr = np.frombuffer(base64.b64decode(raw), dtype=dtype).reshape(shape).copy()
         return cls(arr, dict(handle))
 
     def get_local_view(self) -> np.ndarray:
