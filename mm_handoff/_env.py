@@ -1,10 +1,13 @@
-"""Every ``MM_HANDOFF_*`` environment variable, and the one rule for reading a switch."""
+"""Every ``MM_HANDOFF_*`` environment variable the package reads, and the one rule for reading a switch.
+
+The test suites read a few more of their own (a checkpoint for the GPU parity test, the conformance
+suite's options); each is named where it is read."""
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["TRUTHY", "env_flag", "AUTOINSTALL", "POLICY", "BLOCK_ADAPTERS", "VLLM_CHECK", "TRTLLM_SRC", "SLOW"]
+__all__ = ["TRUTHY", "env_flag", "AUTOINSTALL", "POLICY", "BLOCK_ADAPTERS", "VLLM_CHECK", "TRTLLM_SRC", "SLOW", "CACHE"]
 
 #: the values that turn a switch on (case-insensitive, surrounding blanks ignored)
 TRUTHY = ("1", "true", "yes", "on")
@@ -21,6 +24,8 @@ VLLM_CHECK = "MM_HANDOFF_VLLM_CHECK"
 TRTLLM_SRC = "MM_HANDOFF_TRTLLM_SRC"
 #: run the slow test cases too
 SLOW = "MM_HANDOFF_SLOW"
+#: where the offline tokenizers are cached (``<dir>/tokenizers``; default ``~/.cache/mm-handoff``)
+CACHE = "MM_HANDOFF_CACHE"
 
 
 def env_flag(name: str, environ=None) -> bool:

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from .._env import CACHE
+
 __all__ = [
     "RECIPE_VERSION",
     "CHAT_TEMPLATE",
@@ -208,7 +210,7 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
     """
     if cache_dir is not None:
         return Path(cache_dir).expanduser()
-    env = os.environ.get("MM_HANDOFF_CACHE")
+    env = os.environ.get(CACHE)
     if env:
         return Path(env).expanduser() / "tokenizers"
     return Path.home() / ".cache" / "mm-handoff" / "tokenizers"

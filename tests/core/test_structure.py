@@ -116,3 +116,16 @@ def test_public_names_do_not_shadow_modules():
         assert spec is None, f"mm_handoff.{name} is both a public name and a submodule"
         assert value is not None
     assert len(mm_handoff.__all__) <= 25 and "AdapterError" in mm_handoff.__all__
+
+
+def test_every_environment_variable_is_named_in_env():
+    """The package reads ``MM_HANDOFF_*`` variables only through the names in ``mm_handoff._env``."""
+    import re
+
+    from mm_handoff import _env
+
+    named = {v for k, v in vars(_env).items() if k.isupper() and isinstance(v, str) and v.startswith("MM_HANDOFF_")}
+    elsewhere = {f"{p.relative_to(PKG)}: {m}" for p in PKG.rglob("*.py") if p.name != "_env.py"
+                 for m in re.findall(r"""["'](MM_HANDOFF_[A-Z0-9_]+)["']""", p.read_text())}
+    assert elsewhere == set()
+    assert "MM_HANDOFF_CACHE" in named and len(named) == len(_env.__all__) - 2  # all but TRUTHY, env_flag
