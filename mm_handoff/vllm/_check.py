@@ -4,7 +4,8 @@ vLLM's ``RequestOutput.prompt_token_ids`` are the ids after its own expansion. T
 encoder's layout token for token; any difference (a prompt that was already expanded, a processor
 convention that differs between versions, wrong timestamps) raises a
 :class:`~mm_handoff.errors.TokenMismatchError` naming the first differing index, after the shared
-accept step (:func:`mm_handoff.accept.accept_layout`: skew, grids, embedding rows).
+accept step (:func:`mm_handoff.accept.accept_layout`: skew, grids, and the embedding rows per item when
+the embeddings are passed).
 
 :func:`check_raw_prompt` needs no layout: an embeds request's prompt must hold one placeholder per
 item, or vLLM expands a pad that was already expanded.
@@ -32,9 +33,11 @@ def check_expansion(prompt_token_ids, carried, adapter, *, embeddings=None, requ
     return layout
 
 
-def check_output(output, carried, adapter) -> HandoffLayout:
-    """:func:`check_expansion` on a vLLM ``RequestOutput`` (its ``prompt_token_ids`` and ``request_id``)."""
-    return check_expansion(output.prompt_token_ids, carried, adapter, request_id=output.request_id)
+def check_output(output, carried, adapter, *, embeddings=None) -> HandoffLayout:
+    """:func:`check_expansion` on a vLLM ``RequestOutput`` (its ``prompt_token_ids`` and ``request_id``);
+    ``embeddings``: the tensors (or shapes) sent per item, to check their rows and width too."""
+    return check_expansion(output.prompt_token_ids, carried, adapter, embeddings=embeddings,
+                           request_id=output.request_id)
 
 
 def check_raw_prompt(prompt_token_ids, adapter, *, images: int, videos: int,
