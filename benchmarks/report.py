@@ -129,7 +129,7 @@ def format_table(cases: dict) -> str:
     return "\n".join(lines)
 
 
-#: goals of the hooks' table (issue 11): multiples of F at 12k ids, ms and ratio at 384 groups
+#: goals of the hooks' table: multiples of F at 12k ids, ms and ratio at 384 groups
 ENCODER_GOAL_F = 2.0
 PREFILL_GOAL_F = 1.0
 MANY_GROUPS = "768f-official"
@@ -174,7 +174,7 @@ def format_hooks(cases: dict) -> str:
                      f"({_fmt(x.get('mrope_list'), '{:.1f}x')}) | {ms('mrope-io:mrope_ours_array')} / "
                      f"{ms('mrope-io:mrope_hf_array')} ({_fmt(x.get('mrope_array'), '{:.1f}x')}) |")
         goals += _hook_goals(c, r, x)
-    return "\n".join(lines + ["", "Goals (issue 11):"] + goals)
+    return "\n".join(lines + ["", "Goals:"] + goals)
 
 
 def _verdict(ok: bool) -> str:

@@ -1,6 +1,6 @@
 """The patch ledger: every attribute mm-handoff replaced, what was there before, and how to undo it.
 
-Rules (each measured with wrapt 2.1.2 on a toy Base/Sub hierarchy, each with its own test):
+Rules (worked out on a toy Base/Sub hierarchy; ``tests/trtllm/test_lifecycle.py`` exercises them through the glue):
 
 * the original is read raw from ``vars()`` of the class that owns it along the MRO, never through
   ``getattr`` (which binds descriptors), and the owner is recorded;

@@ -3,7 +3,9 @@
 Each error carries the values it complains about as attributes (``request_id``, ``field``,
 ``expected``, ``actual``) and builds its message from them, so a log line names the request, the
 field, what was expected and what was found. All of them are ``ValueError`` subclasses (through
-:class:`HandoffError`), so callers that already catch ``ValueError`` per request keep working.
+:class:`HandoffError`), so callers that already catch ``ValueError`` per request keep working; the one
+exception to the attributes is :class:`UsageError`, a command-line usage mistake (a plain ``ValueError``
+with a message, no request).
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ drifted. See ``docs/trtllm.md`` for the hook points, the policy at each, and wor
 Where a request is when the code runs: ``_encoder`` (the encoder's ``generate_async``),
 ``_admission`` (the PD side's ``_preprocess`` and the prefill method it calls), ``_worker`` (the
 executor worker's ingress and context-phase slice); ``_targets`` is the patch table naming each
-wrapper, ``_lifecycle`` install/uninstall/status, ``_ledger`` the patching rules, ``_carrier`` what
-travels, ``_prefill_request`` the patch-free PD path.
+wrapper, ``_lifecycle`` install/uninstall/status (through the patch ledger, :mod:`mm_handoff._ledger`, which the
+vLLM glue shares), ``_carrier`` what travels, ``_prefill_request`` the patch-free PD path.
 
 >>> import mm_handoff.trtllm as glue
 >>> glue.is_installed()

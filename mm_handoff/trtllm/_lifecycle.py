@@ -2,7 +2,7 @@
 
 The public functions own the lock, the version gate, the hook probe and the state; the per-hook work
 is the patch table (:mod:`._targets`), each row naming its wrapper, applied through the ledger
-(:mod:`._ledger`). The policy reaches each wrapper as an argument bound at install time.
+(:mod:`mm_handoff._ledger`). The policy reaches each wrapper as an argument bound at install time.
 """
 
 from __future__ import annotations

@@ -77,8 +77,7 @@ PATCH_TABLE: Tuple[PatchSpec, ...] = (
     # executor worker (_worker.py)
     PatchSpec("tensorrt_llm.executor.base_worker", "BaseWorker", (("_enqueue_request", enqueue_request_wrapper),),
               ("request",), required=False, process="worker",
-              upstream="tensorrt_llm/executor/base_worker.py (recent; its listing names "
-                       "7b437aaa73bf5a44b1102aee5c631074da763b8f)"),
+              upstream="tensorrt_llm/executor/base_worker.py @ 7b437aaa73bf5a44b1102aee5c631074da763b8f"),
     PatchSpec("tensorrt_llm._torch.pyexecutor.engine.runners.decoder.runner", "DecoderRunner",
               (("_prepare_tp_inputs", prepare_tp_inputs_wrapper),), ("scheduled_requests",), required=False,
               process="worker", upstream="tensorrt_llm/_torch/pyexecutor/engine/runners/decoder/runner.py @ "
