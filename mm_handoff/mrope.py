@@ -53,8 +53,8 @@ def _segments(ids: np.ndarray, spec: TokenSpec) -> tuple:
 
 def _run_grids(mm_starts, mm_ends, mm_kind, image_grids, video_grids, request_id) -> np.ndarray:
     """One (t, h, w) grid per pad run, in prompt order; each run's length checked against its grid."""
-    n_img = int((mm_kind == 1).sum())
-    n_vid = int((mm_kind == 2).sum())
+    n_img = int(np.count_nonzero(mm_kind == 1))
+    n_vid = int(np.count_nonzero(mm_kind == 2))
     if n_img > len(image_grids):
         raise GridMismatchError("image_grid_thw", f">= {n_img} grids (one per image pad run)", len(image_grids),
                                 request_id=request_id)
@@ -62,9 +62,10 @@ def _run_grids(mm_starts, mm_ends, mm_kind, image_grids, video_grids, request_id
         raise GridMismatchError("video_grid_thw", f">= {n_vid} temporal groups (one per video pad run)",
                                 len(video_grids), request_id=request_id,
                                 hint="a single run for a multi-group video is the stock PD layout")
+    if not n_img:  # video only (or text only): the groups in order, no scatter
+        return video_grids[:n_vid]
     grids = np.zeros((len(mm_kind), 3), dtype=np.int64)
-    if n_img:
-        grids[mm_kind == 1] = np.asarray(image_grids[:n_img], dtype=np.int64)
+    grids[mm_kind == 1] = np.asarray(image_grids[:n_img], dtype=np.int64)
     if n_vid:
         grids[mm_kind == 2] = np.asarray(video_grids[:n_vid], dtype=np.int64)
     return grids
