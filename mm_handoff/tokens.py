@@ -43,20 +43,24 @@ def _from_int_list(ids: list):
 
     ``struct``'s ``i`` code takes ints (and ``__index__`` types) only: a float or a str raises instead
     of being truncated or parsed, as ``np.fromiter`` would. One pack up to 16k ids; above, 4,096 per
-    pack, so each argument tuple stays in cache. About 0.6x ``np.fromiter``'s time at 12k ids and
-    0.7x at 341k, where ``array('i', ...)`` (the same strictness) takes 1.25x.
+    pack, so each argument tuple stays in cache. Measured at 12k ids: 0.65x ``np.fromiter``'s time on
+    Python 3.12 (0.6x on 3.11), where ``array('i', ...)`` (the same strictness) takes 0.93x (1.25x);
+    at 341k ids 0.79x, against 1.0x (1.3x).
     """
     n = len(ids)
     if not n:
         return None
-    full = 0 if n <= 4 * _CHUNK else n - n % _CHUNK
     try:
-        parts = [_PACK_CHUNK.pack(*ids[i:i + _CHUNK]) for i in range(0, full, _CHUNK)]
-        if n > full:
+        if n <= 4 * _CHUNK:
+            packed = struct.pack(f"={n}i", *ids)
+        else:
+            full = n - n % _CHUNK
+            parts = [_PACK_CHUNK.pack(*ids[i:i + _CHUNK]) for i in range(0, full, _CHUNK)]
             parts.append(struct.pack(f"={n - full}i", *ids[full:]))
+            packed = b"".join(parts)
     except (struct.error, TypeError, OverflowError):
         return None
-    arr = np.frombuffer(parts[0] if len(parts) == 1 else b"".join(parts), dtype=np.int32)  # read-only
+    arr = np.frombuffer(packed, dtype=np.int32)  # read-only (a view of bytes)
     if int(arr.min()) < 0 or int(arr.max()) <= 1:
         return None  # (ids all 0/1 may be bools, which the general path rejects when alone)
     return arr
