@@ -51,7 +51,7 @@ def _from_int_list(ids: list):
     if not n:
         return None
     try:
-        if n <= 4 * _CHUNK:
+        if n <= _ONE_PACK_MAX:
             packed = struct.pack(f"={n}i", *ids)
         else:
             full = n - n % _CHUNK
@@ -66,5 +66,6 @@ def _from_int_list(ids: list):
     return arr
 
 
+_ONE_PACK_MAX = 16384  # one pack up to here; longer lists go in chunks (their tuples stay in cache)
 _CHUNK = 4096
 _PACK_CHUNK = struct.Struct(f"={_CHUNK}i")  # '=': native order, standard 4-byte int (np.int32)

@@ -2,13 +2,15 @@
 
 * ``FakeTokenizer``: character-level tokenizer that knows the Qwen3-VL special
   tokens; callable like an HF tokenizer (``tok(text, return_tensors=...)`` ->
-  object with ``.input_ids`` of shape ``[1, L]``), plus ``encode``/``decode``.
+  object with ``.input_ids`` of shape ``[1, L]``), plus ``encode``.
 * ``make_qwen3vl_config(...)``: a ``SimpleNamespace`` config with the fields the
-  stand-in reads (ids from hf-reference.md section 3: 151652/151653/151655/151656).
+  stand-in reads (the Qwen3-VL ids of the released configs and tokenizer: vision_start
+  151652, vision_end 151653, image_pad 151655, video_pad 151656).
 * ``make_hf_expand(tokenizer, config, transformers_v5=True)``: an ``_hf_expand``
   hook emulating the HF Qwen3-VL processor: each video becomes, per temporal
   patch, ``<{t:.1f} seconds>`` + ``<|vision_start|>`` + pads + ``<|vision_end|>``
-  with HF's timestamp expression (hf-reference.md section 5c); transformers
+  with HF's timestamp expression (``Qwen3VLProcessor._calculate_timestamps`` in
+  transformers' ``processing_qwen3_vl.py``: the mean of each temporal patch's frame times); transformers
   >= 5.10.1 keeps the template's outer vision_start/vision_end
   (``transformers_v5=True``), older versions replace the whole trio.
   Images become one run of pads. Grids: ``t = ceil(frames / temporal_patch)``,

@@ -67,7 +67,8 @@ def test_cosmos3_variants(stand_in):
 
 
 def test_stock_single_run_rebuild_matches_upstream_unit_test(stand_in):
-    """trtllm-hooks.md section 10, case 1: [11, VS, VIDEO, VE, 12] + a (3, 16) handle."""
+    """Upstream's own unit test (``tests/unittest/_torch/multimodal/test_qwen3vl_disagg_prompt.py``
+    @ 07c5ac45126f006812dcae04b24216db1a64c84c), first case: [11, VS, VIDEO, VE, 12] + a (3, 16) handle."""
     from tensorrt_llm._torch.models.modeling_qwen3vl import Qwen3VLInputProcessorBase
 
     vs, ve, video = stand_in.VISION_START, stand_in.VISION_END, stand_in.VIDEO_PAD

@@ -21,43 +21,32 @@ from upstream import flows
 from upstream.flows import LLM_MODULES, PROCESSOR_MODULES
 
 
-def _dynamo_transport(upstream, params):
-    """asdict -> the request plane's JSON codec -> DisaggregatedParams(**d), context-only."""
-    carried = json.loads(json.dumps(dataclasses.asdict(params)))
-    rebuilt = flows.params_class(upstream)(**carried)
-    rebuilt.request_type = "context_only"
-    return rebuilt
-
-
-def test_dynamo_transport_keeps_the_stamp_and_the_pd_prompt_is_the_aggregated_one(upstream, model, glue):
-    upstream.tree.require(*PROCESSOR_MODULES, *LLM_MODULES)
-    glue.install(policy="raise")
+def _dynamo_flow(upstream, model):
+    """Encoder on ids without text -> asdict -> JSON -> DisaggregatedParams(**d), context-only -> PD
+    ``_preprocess`` with the decoded text and the same ids; returns (encoder output, carried params, PD ids)."""
     tokenizer = model.processor.tokenizer
     raw_ids = tokenizer(flows.PROMPT).input_ids  # what the frontend tokenizes: placeholders not expanded
     enc = flows.encoder(upstream, model.processor, model.config)
     out = enc.generate_async({"prompt_token_ids": raw_ids,
                               "multi_modal_data": flows.video_inputs()["multi_modal_data"]})
-    aggregated = out.prompt_token_ids
-    assert len(aggregated) > len(raw_ids) and glue.LAYOUT_KEY in out.disaggregated_params.multimodal_embedding_handles[0]
-
-    params = _dynamo_transport(upstream, out.disaggregated_params)
-    assert params.multimodal_embedding_handles[0] == out.disaggregated_params.multimodal_embedding_handles[0]
+    params = flows.params_class(upstream)(**json.loads(json.dumps(dataclasses.asdict(out.disaggregated_params))))
+    params.request_type = "context_only"
     pd = flows.pd_llm(upstream, model.processor, model.config)
     inputs = {"prompt": tokenizer.decode(raw_ids, skip_special_tokens=False), "prompt_token_ids": raw_ids}
-    ids = pd._preprocess(inputs, None, params)[0]
-    assert ids == aggregated
+    return out, params, pd._preprocess(inputs, None, params)[0]
+
+
+def test_dynamo_transport_keeps_the_stamp_and_the_pd_prompt_is_the_aggregated_one(upstream, model, glue):
+    upstream.tree.require(*PROCESSOR_MODULES, *LLM_MODULES)
+    glue.install(policy="raise")
+    out, params, ids = _dynamo_flow(upstream, model)
+    sent = out.disaggregated_params.multimodal_embedding_handles[0]
+    assert glue.LAYOUT_KEY in sent and params.multimodal_embedding_handles[0] == sent
+    assert ids == out.prompt_token_ids
 
 
 def test_dynamo_transport_without_mm_handoff_gives_the_short_prompt(upstream, model, glue):
     """The same transport on stock code: the PD prompt is the single-run one (the stamp is what changes it)."""
     upstream.tree.require(*PROCESSOR_MODULES, *LLM_MODULES)
-    tokenizer = model.processor.tokenizer
-    raw_ids = tokenizer(flows.PROMPT).input_ids
-    enc = flows.encoder(upstream, model.processor, model.config)
-    out = enc.generate_async({"prompt_token_ids": raw_ids,
-                              "multi_modal_data": flows.video_inputs()["multi_modal_data"]})
-    params = _dynamo_transport(upstream, out.disaggregated_params)
-    pd = flows.pd_llm(upstream, model.processor, model.config)
-    inputs = {"prompt": tokenizer.decode(raw_ids, skip_special_tokens=False), "prompt_token_ids": raw_ids}
-    ids = pd._preprocess(inputs, None, params)[0]
+    out, _, ids = _dynamo_flow(upstream, model)
     assert len(ids) < len(out.prompt_token_ids)

