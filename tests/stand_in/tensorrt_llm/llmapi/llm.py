@@ -1,8 +1,8 @@
 """Stand-in for ``tensorrt_llm/llmapi/llm.py``.
 
 Mirrors the upstream version that contains ``TODO(TRTLLM-12869)`` (92,689
-characters; the search tool does not record its commit; the only commit the
-path listing names is 4c05a74891e4df8066f08ed4ce14b0972abe4e25, an older one):
+characters; its commit could not be identified; the versions at
+4c05a74891e4df8066f08ed4ce14b0972abe4e25 and 0096693 are older ones):
 
 * ``PreprocessedInputs(prompt_token_ids, query_token_ids=None,
   multimodal_params=None, encoder_input_token_ids=None)``;

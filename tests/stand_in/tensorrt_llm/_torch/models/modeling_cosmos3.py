@@ -9,8 +9,8 @@ class, same placeholder metadata; the stand-in reuses Qwen3-VL's object), with `
 ``Cosmos3InputProcessor`` is NOT upstream code. Upstream issue #20138 names a
 ``Cosmos3InputProcessor`` at ``modeling_cosmos3.py`` L59 (decorated with
 ``@support_multimodal_disaggregated`` at L68) at 785c948 / 760a584, but no
-stored upstream version contains that class (searched: file verbs over
-NVIDIA/TensorRT-LLM and all indexed forks). It is provided here as a
+upstream version read contains that class (``modeling_cosmos3.py`` @ 1c58b177 and
+@ 08a1e42a register ``Qwen3VLInputProcessorBase``). It is provided here as a
 HYPOTHETICAL registered subclass that overrides
 ``build_disagg_prefill_multimodal_inputs`` WITHOUT calling ``super()``: it
 calls this module's own reference to ``_expand_prompt_token_ids_for_mm_handoff``,
