@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["TRUTHY", "env_flag", "AUTOINSTALL", "POLICY", "BLOCK_ADAPTERS", "VLLM_CHECK", "TRTLLM_SRC", "SLOW", "CACHE"]
+__all__ = ["TRUTHY", "env_flag", "AUTOINSTALL", "POLICY", "BLOCK_ADAPTERS", "VLLM_CHECK", "TRTLLM_SRC", "SLOW", "CACHE", "LIMITS"]
 
 #: the values that turn a switch on (case-insensitive, surrounding blanks ignored)
 TRUTHY = ("1", "true", "yes", "on")
@@ -24,6 +24,8 @@ VLLM_CHECK = "MM_HANDOFF_VLLM_CHECK"
 TRTLLM_SRC = "MM_HANDOFF_TRTLLM_SRC"
 #: run the slow test cases too
 SLOW = "MM_HANDOFF_SLOW"
+#: bounds on one request, ``name=value,...`` (:class:`mm_handoff.limits.Limits`)
+LIMITS = "MM_HANDOFF_LIMITS"
 #: where the offline tokenizers are cached (``<dir>/tokenizers``; default ``~/.cache/mm-handoff``)
 CACHE = "MM_HANDOFF_CACHE"
 

@@ -15,11 +15,9 @@ import numpy as np
 from .errors import GridMismatchError
 from .layout import IMAGE, VIDEO, HandoffLayout, item_from_arrays, readonly_ids
 from .spec import TokenSpec, item_lengths, normalize_grids
+from .stamps import parse_timestamps
 
 __all__ = ["derive_layout"]
-
-_MAX_TS_TOKENS = 12  # '<' + up to 8 digits + '.' + digit + ' seconds' + '>'
-
 
 def _split_runs(ids: np.ndarray, pad: int, lengths: list, modality: str, request_id=None):
     """Maximal pad runs, split at item boundaries given by the per-item pad counts.
@@ -56,47 +54,6 @@ def _split_runs(ids: np.ndarray, pad: int, lengths: list, modality: str, request
     return [(offsets[bounds[k]:bounds[k + 1]], piece_len[bounds[k]:bounds[k + 1]]) for k in range(len(lengths))]
 
 
-def _timestamps(ids: np.ndarray, spec: TokenSpec, offsets: np.ndarray):
-    """``(seconds, span starts, span ends)`` of the ``<t seconds>`` text before each group; ``None``
-    when any group lacks one.
-
-    The text is ``<`` + integer digits + ``.`` + one digit + `` seconds`` + ``>``, right before the
-    group's ``<|vision_start|>`` (what the processor prints with ``:.1f``). One gather takes the 13
-    tokens ending at each group's marker (one row per group); column tests read them all at once.
-    The value is ``(integer * 10 + tenth) / 10``, the double nearest the printed text.
-    """
-    vocab = spec.timestamps
-    if vocab is None or not offsets.shape[0]:
-        return None
-    marker = offsets.astype(np.int64) - 1
-    pos = marker[:, None] - np.arange(_MAX_TS_TOKENS, -1, -1)[None, :]
-    w = np.where(pos >= 0, ids[np.maximum(pos, 0)], -1)  # (groups, 13); column 12 is the marker
-    is_digit, value = _digit_values(w, vocab.digits)
-    tail = (w[:, 12] == spec.vision_start) & (w[:, 11] == vocab.close) & (w[:, 10] == vocab.seconds) \
-        & (w[:, 8] == vocab.dot) & is_digit[:, 9]
-    cols = np.arange(8)
-    opens = np.where(w[:, :8] == vocab.open, cols, -1).max(axis=1)  # the last '<' before the dot
-    integer = cols[None, :] > opens[:, None]
-    ok = tail & (opens >= 0) & (opens < 7) & (is_digit[:, :8] | ~integer).all(axis=1)
-    if not bool(ok.all()):
-        return None
-    acc = (value[:, :8] * np.where(integer, 10 ** (7 - cols), 0)).sum(axis=1) * 10 + value[:, 9]
-    return acc / 10, marker - _MAX_TS_TOKENS + opens, marker
-
-
-def _digit_values(tokens: np.ndarray, digits) -> tuple:
-    """``(is a digit, its value)`` for each token; one subtraction when the ten ids are consecutive."""
-    digits = np.asarray(digits, dtype=np.int64)
-    if bool((np.diff(digits) == 1).all()):  # Qwen: '0'..'9' are ids 15..24
-        value = tokens - digits[0]
-        is_digit = (value >= 0) & (value < digits.shape[0])
-        return is_digit, np.where(is_digit, value, 0)
-    order = np.argsort(digits, kind="stable")
-    slot = np.minimum(np.searchsorted(digits[order], tokens), digits.shape[0] - 1)
-    is_digit = digits[order][slot] == tokens
-    return is_digit, np.where(is_digit, order[slot], 0)
-
-
 def derive_layout(
     token_ids,
     spec: TokenSpec,
@@ -121,7 +78,7 @@ def derive_layout(
     groups.sort(key=lambda g: g[0])
     items = []
     for _, modality, grid, offsets, lengths in groups:
-        stamps = _timestamps(ids, spec, offsets) if modality == VIDEO else None
+        stamps = parse_timestamps(ids, spec, offsets) if modality == VIDEO else None
         items.append(item_from_arrays(modality, offsets, lengths, grid, *(stamps or ())))
     positions = delta = None
     if mrope:

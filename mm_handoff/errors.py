@@ -2,7 +2,9 @@
 
 Each error carries the values it complains about as attributes (``request_id``, ``field``,
 ``expected``, ``actual``) and builds its message from them, so a log line names the request, the
-field, what was expected and what was found. All of them are ``ValueError`` subclasses (through
+field, what was expected and what was found. A message always prints, in at most 1,000 characters
+(a huge or unprintable value prints shortened, marked where it was cut; the attributes keep it whole).
+All of them are ``ValueError`` subclasses (through
 :class:`HandoffError`), so callers that already catch ``ValueError`` per request keep working; the one
 exception to the attributes is :class:`UsageError`, a command-line usage mistake (a plain ``ValueError``
 with a message, no request).
@@ -10,6 +12,8 @@ with a message, no request).
 
 from __future__ import annotations
 
+import itertools
+import reprlib
 from typing import Any
 
 __all__ = [
@@ -34,9 +38,67 @@ __all__ = [
 ]
 
 
+#: the longest a value prints in a message, and the longest a message prints; the values themselves
+#: stay whole on the exception's attributes
+MAX_VALUE_CHARS = 200
+MAX_MESSAGE_CHARS = 1000
+
+
+class _ShortRepr(reprlib.Repr):
+    """``reprlib`` with numpy arrays, huge ints and unprintable objects handled: a message always
+    prints, and a value prints in at most :data:`MAX_VALUE_CHARS` characters, marked where cut."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel, self.maxtuple, self.maxlist, self.maxarray = 3, 8, 8, 8
+        self.maxdict, self.maxset, self.maxfrozenset, self.maxdeque = 8, 8, 8, 8
+        self.maxstring, self.maxlong, self.maxother = 180, 60, 160
+
+    def repr_int(self, x: int, level: int) -> str:
+        try:
+            return super().repr_int(x, level)
+        except ValueError:  # beyond Python's int-to-str digit limit
+            return f"<int of {x.bit_length()} bits>"
+
+    def repr_dict(self, x: dict, level: int) -> str:  # in insertion order, as repr() prints it
+        if not x:
+            return "{}"
+        if level <= 0:
+            return "{...}"
+        pieces = [f"{self.repr1(k, level - 1)}: {self.repr1(v, level - 1)}"
+                  for k, v in itertools.islice(x.items(), self.maxdict)]
+        return "{" + ", ".join(pieces) + (", ...}" if len(x) > self.maxdict else "}")
+
+    def repr_ndarray(self, x: Any, level: int) -> str:
+        return f"array(shape={tuple(x.shape)}, dtype={x.dtype})" if x.size > 8 else self.repr_instance(x, level)
+
+    def repr_instance(self, x: Any, level: int) -> str:
+        try:
+            return super().repr_instance(x, level)
+        except Exception:  # an object whose repr fails must not take the message with it
+            return f"<unprintable {type(x).__name__}>"
+
+
+_SHORT = _ShortRepr()
+
+
 def _fmt(value: Any) -> str:
-    """The value as it is: messages are never truncated to fit (callers pass summaries, not payloads)."""
-    return repr(value)
+    """A short, always printable form of a value (messages stay under a kilobyte; the whole value
+    stays on the exception's attributes)."""
+    try:
+        text = _SHORT.repr(value)
+    except Exception:  # RecursionError on deep nesting, or anything an exotic object raises
+        text = f"<unprintable {type(value).__name__}>"
+    return _cut(text, MAX_VALUE_CHARS)
+
+
+def _short_text(text: Any) -> str:
+    """A field name or hint, shortened like a value when it is very long."""
+    return _cut(text if isinstance(text, str) else _fmt(text), MAX_VALUE_CHARS)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}...({len(text) - limit} more chars)"
 
 
 class HandoffError(ValueError):
@@ -65,11 +127,11 @@ class HandoffError(ValueError):
         return self
 
     def __str__(self) -> str:
-        who = f"request {self.request_id!r}" if self.request_id is not None else "handoff"
-        text = f"{who}: {self.field}: expected {_fmt(self.expected)}, got {_fmt(self.actual)}"
+        who = f"request {_fmt(self.request_id)}" if self.request_id is not None else "handoff"
+        text = f"{who}: {_short_text(self.field)}: expected {_fmt(self.expected)}, got {_fmt(self.actual)}"
         if self.hint:
-            text += f" ({self.hint})"
-        return text
+            text += f" ({_short_text(self.hint)})"
+        return _cut(text, MAX_MESSAGE_CHARS)
 
 
 class LayoutError(HandoffError):
@@ -105,8 +167,8 @@ class TokenMismatchError(HandoffError):
 
     def __str__(self) -> str:
         base = super().__str__()
-        return (f"{base}; first difference at index {self.index}: encoder has "
-                f"{self.expected_context}, prefill has {self.actual_context}")
+        return _cut(f"{base}; first difference at index {_fmt(self.index)}: encoder has "
+                    f"{_fmt(self.expected_context)}, prefill has {_fmt(self.actual_context)}", MAX_MESSAGE_CHARS)
 
 
 class WireFormatError(HandoffError):

@@ -42,7 +42,7 @@ import numpy as np
 
 from . import wire
 from .errors import LayoutError, WireChecksumError
-from .layout_checks import (CheckedRuns, as_int, check_items_against_spec, checked_seconds, checked_spans, run_arrays, check_mrope_len, check_pads, check_runs, check_spans,
+from .layout_checks import (CheckedRuns, as_int, check_items_against_spec, checked_seconds, checked_spans, run_arrays, check_mrope_delta, check_mrope_len, check_pads, check_runs, check_video_groups,
                             item_post_init, mrope_array, one_of, optional_int, optional_spans, optional_timestamps, run_field, runs_tuple,
                             grid_tuple, valid_family, valid_items, valid_spec, valid_digest)
 from .spec import CONVENTIONS, TokenSpec
@@ -162,8 +162,9 @@ class HandoffLayout:
         bounds, lengths, index = check_runs(self.items, n, (IMAGE, VIDEO))
         check_pads(self.token_ids, ((IMAGE, self.spec.image_pad), (VIDEO, self.spec.video_pad)),
                    bounds, lengths, index)
-        check_spans(self.items)
+        check_video_groups(self.token_ids, self.items, self.spec)
         check_mrope_len(self.mrope_position_ids, n)
+        check_mrope_delta(self.mrope_position_ids, self.mrope_position_delta, n)
 
     @classmethod
     def from_rle(cls, values, counts, items, spec: TokenSpec, **kwargs) -> "HandoffLayout":

@@ -14,11 +14,12 @@ import numpy as np
 
 from .errors import LayoutError, MropeLengthError
 from .spec import TokenSpec, strict_int
+from .stamps import parse_timestamps
 
 __all__ = [
     "CheckedRuns", "CheckedSeconds", "CheckedSpans", "checked_seconds", "checked_spans", "run_arrays", "as_int", "run_field", "optional_int", "one_of", "runs_tuple", "grid_tuple", "optional_timestamps", "optional_spans", "item_post_init",
     "valid_items", "valid_spec", "valid_family", "valid_digest", "mrope_array", "check_items_against_spec",
-    "check_runs", "check_pads", "check_spans", "check_mrope_len",
+    "check_runs", "check_pads", "check_video_groups", "check_mrope_len", "check_mrope_delta",
 ]
 
 
@@ -300,15 +301,85 @@ def check_pads(ids: np.ndarray, pads, bounds, lengths, index) -> None:
                               hint="a pad outside every run")
 
 
-def check_spans(items) -> None:
-    """Each timestamp's text lies before its group's first pad."""
+def check_video_groups(ids: np.ndarray, items, spec: TokenSpec) -> None:
+    """Each video item's claims follow from its ids (the other side of the wire cannot make them up):
+
+    - its timestamps and their text spans are exactly what the ids spell before each group (read
+      with the spec's timestamp vocabulary; none when the spec has none or the ids spell none);
+    - a video of several groups is ``<|vision_start|>`` + pads + ``<|vision_end|>`` per group, with
+      only its timestamp text between one group's ``<|vision_end|>`` and the next group's marker.
+    """
+    specials = np.asarray([spec.image_pad, spec.video_pad, spec.vision_start, spec.vision_end])
     for i, item in enumerate(items):
-        spans = item.timestamp_spans
-        if type(spans) is CheckedSpans:  # one vectorised test; the loop below names the first bad span
-            s, e, first = spans.starts, spans.ends, run_arrays(item.runs)[0]
-            if bool(((0 <= s) & (s < e) & (e <= first)).all()):
-                continue
-        for g, (s, e) in enumerate(spans or ()):
-            if not (0 <= s < e <= item.runs[g].offset):
-                raise LayoutError(f"items[{i}].timestamp_spans[{g}]",
-                                  f"a span before its group at {item.runs[g].offset}", (s, e))
+        if item.modality != "video":
+            continue
+        off, ln = run_arrays(item.runs)
+        parsed = parse_timestamps(ids, spec, off)
+        _check_stamps(i, item, parsed, spec)
+        if off.shape[0] < 2:
+            continue
+        ends = off + ln
+        n = ids.shape[0]
+        closed = (ends < n) & (ids[np.minimum(ends, n - 1)] == spec.vision_end)
+        opened = ids[off - 1] == spec.vision_start  # runs start after a marker: offsets >= 1 here
+        bad = ~(closed & opened)
+        if bad.any():
+            g = int(np.flatnonzero(bad)[0])
+            raise LayoutError(f"items[{i}].runs[{g}]", "a group wrapped in <|vision_start|> ... <|vision_end|>",
+                              ids[max(0, int(off[g]) - 1):int(ends[g]) + 1][[0, -1]].tolist())
+        gap_start, gap_end = ends[:-1] + 1, off[1:] - 1  # between a group's end marker and the next start marker
+        if parsed is not None:
+            wrong = parsed[1][1:] != gap_start
+            if wrong.any():
+                g = int(np.flatnonzero(wrong)[0]) + 1
+                raise LayoutError(f"items[{i}].token_ids between groups {g - 1} and {g}",
+                                  "only the timestamp text", (int(gap_start[g - 1]), int(parsed[1][g])),
+                                  hint="tokens that are not the group's timestamp sit between two groups")
+            continue
+        for g, (a, b) in enumerate(zip(gap_start.tolist(), gap_end.tolist()), start=1):
+            if b <= a or np.isin(ids[a:b], specials).any():
+                raise LayoutError(f"items[{i}].token_ids between groups {g - 1} and {g}",
+                                  "non-empty timestamp text without pads or vision markers", ids[a:b].tolist())
+
+
+def _check_stamps(i: int, item, parsed, spec: TokenSpec) -> None:
+    """An item's timestamps and spans equal what the ids spell (``parsed``), or both are absent."""
+    if parsed is None:
+        if item.timestamps is not None:
+            raise LayoutError(f"items[{i}].timestamps", "None: the ids spell no timestamp before every group"
+                              if spec.timestamps is not None else "None: the spec has no timestamp vocabulary",
+                              item.timestamps[:8])
+        if spec.timestamps is not None and len(item.runs) > 1:
+            raise LayoutError(f"items[{i}].timestamps", "a <t seconds> text before every group (the spec "
+                              "has a timestamp vocabulary)", None, hint="the ids between groups are not timestamps")
+        return
+    seconds, starts, ends = parsed
+    if item.timestamps is None:
+        raise LayoutError(f"items[{i}].timestamps", "the timestamps the ids spell", "None")
+    deci = np.round(np.asarray(item.timestamps, dtype=np.float64) * 10)
+    wrong = deci != np.round(seconds * 10)
+    if wrong.any():
+        g = int(np.flatnonzero(wrong)[0])
+        raise LayoutError(f"items[{i}].timestamps[{g}]", f"{float(seconds[g])} (what the ids spell)",
+                          item.timestamps[g])
+    s, e = _span_columns(item.timestamp_spans)
+    wrong = (s != starts) | (e != ends)
+    if wrong.any():
+        g = int(np.flatnonzero(wrong)[0])
+        raise LayoutError(f"items[{i}].timestamp_spans[{g}]", f"{(int(starts[g]), int(ends[g]))} (the text's "
+                          "place in the ids)", (int(s[g]), int(e[g])))
+
+
+def _span_columns(spans) -> tuple:
+    if type(spans) is CheckedSpans:
+        return spans.starts, spans.ends
+    pairs = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+    return pairs[:, 0], pairs[:, 1]
+
+
+def check_mrope_delta(mrope, delta, n: int) -> None:
+    """A delta given with mRoPE ids is theirs: ``max + 1 - L``."""
+    if mrope is not None and delta is not None and n:
+        own = int(mrope.max()) + 1 - n
+        if delta != own:
+            raise LayoutError("mrope_position_delta", f"{own} (max + 1 - L of the mRoPE ids)", delta)

@@ -9,12 +9,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-from typing import Optional
+from typing import Optional, Sequence
 
 import attrs
 import numpy as np
 
 from .errors import GridMismatchError, LayoutError
+from .limits import resolve_limits
 
 __all__ = ["TokenSpec", "TimestampVocab", "PAD_ONLY", "REPLACE_WRAPPER", "CONVENTIONS", "normalize_grids",
            "item_lengths", "strict_int"]
@@ -26,14 +27,34 @@ REPLACE_WRAPPER = "replace_wrapper"
 CONVENTIONS = (PAD_ONLY, REPLACE_WRAPPER)
 
 
+#: the largest token id (ids are kept as int32)
+_MAX_ID = 2**31 - 1
+
+
+def _plain_int(value):
+    """Converter: a plain int for ints and integral numbers; anything else unchanged (the validator
+    then names it). Never truncates: 1.5 stays 1.5 and is refused."""
+    try:
+        return strict_int(value)
+    except (TypeError, ValueError, OverflowError):
+        return value
+
+
 def _token_id(instance, attribute, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise LayoutError(f"spec.{attribute.name}", "a non-negative int", value)
+    if type(value) is not int or not 0 <= value <= _MAX_ID:
+        raise LayoutError(f"spec.{attribute.name}", f"an int token id in [0, {_MAX_ID}]", value)
 
 
 def _positive(instance, attribute, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise LayoutError(f"spec.{attribute.name}", "a positive int", value)
+    if type(value) is not int or not 1 <= value <= 64:
+        raise LayoutError(f"spec.{attribute.name}", "a positive int (at most 64)", value)
+
+
+def _digit_ids(value) -> tuple:
+    try:
+        return tuple(_plain_int(d) for d in value)
+    except Exception:  # not iterable, or an iterator that fails
+        return value
 
 
 @attrs.frozen
@@ -41,20 +62,26 @@ class TimestampVocab:
     """Token ids of ``<{t:.1f} seconds>``: digits are single tokens in the Qwen vocabularies."""
 
     #: id of ``<``
-    open: int = attrs.field(validator=_token_id)
+    open: int = attrs.field(converter=_plain_int, validator=_token_id)
     #: id of ``>``
-    close: int = attrs.field(validator=_token_id)
+    close: int = attrs.field(converter=_plain_int, validator=_token_id)
     #: id of ``.``
-    dot: int = attrs.field(validator=_token_id)
+    dot: int = attrs.field(converter=_plain_int, validator=_token_id)
     #: id of `` seconds``
-    seconds: int = attrs.field(validator=_token_id)
+    seconds: int = attrs.field(converter=_plain_int, validator=_token_id)
     #: ids of ``0`` .. ``9``
-    digits: tuple = attrs.field(converter=tuple)
+    digits: tuple = attrs.field(converter=_digit_ids)
 
     @digits.validator
     def _check_digits(self, attribute, value) -> None:
-        if len(value) != 10 or any(isinstance(d, bool) or not isinstance(d, int) for d in value):
+        if type(value) is not tuple or len(value) != 10 \
+                or any(type(d) is not int or not 0 <= d <= _MAX_ID for d in value):
             raise LayoutError("spec.timestamps.digits", "10 int token ids", value)
+
+    def __attrs_post_init__(self) -> None:
+        ids = (self.open, self.close, self.dot, self.seconds, *self.digits)
+        if len(set(ids)) != len(ids):
+            raise LayoutError("spec.timestamps", "14 distinct ids ('<', '>', '.', ' seconds', '0'..'9')", ids)
 
     def as_dict(self) -> dict:
         return {"open": self.open, "close": self.close, "dot": self.dot,
@@ -66,24 +93,34 @@ class TokenSpec:
     """Ids and sizes that define a family's multimodal prompt layout."""
 
     #: ``<|image_pad|>``
-    image_pad: int = attrs.field(validator=_token_id)
+    image_pad: int = attrs.field(converter=_plain_int, validator=_token_id)
     #: ``<|video_pad|>``
-    video_pad: int = attrs.field(validator=_token_id)
+    video_pad: int = attrs.field(converter=_plain_int, validator=_token_id)
     #: ``<|vision_start|>``
-    vision_start: int = attrs.field(validator=_token_id)
+    vision_start: int = attrs.field(converter=_plain_int, validator=_token_id)
     #: ``<|vision_end|>``
-    vision_end: int = attrs.field(validator=_token_id)
+    vision_end: int = attrs.field(converter=_plain_int, validator=_token_id)
     #: spatial merge size (pads per group = h * w / merge**2)
-    merge_size: int = attrs.field(default=2, validator=_positive)
+    merge_size: int = attrs.field(default=2, converter=_plain_int, validator=_positive)
     #: frames per temporal patch (2 for Qwen3-VL, 1 for Cosmos3-Edge)
-    temporal_patch_size: int = attrs.field(default=2, validator=_positive)
+    temporal_patch_size: int = attrs.field(default=2, converter=_plain_int, validator=_positive)
     #: timestamp text ids, when the tokenizer is known
     timestamps: Optional[TimestampVocab] = attrs.field(default=None)
+
+    @timestamps.validator
+    def _check_timestamps(self, attribute, value) -> None:
+        if value is not None and not isinstance(value, TimestampVocab):
+            raise LayoutError("spec.timestamps", "a TimestampVocab or None", type(value).__name__)
 
     def __attrs_post_init__(self) -> None:
         ids = (self.image_pad, self.video_pad, self.vision_start, self.vision_end)
         if len(set(ids)) != 4:
             raise LayoutError("spec", "four distinct ids (image_pad, video_pad, vision_start, vision_end)", ids)
+        if self.timestamps is not None:
+            clash = set(ids) & {self.timestamps.open, self.timestamps.close, self.timestamps.dot,
+                                self.timestamps.seconds, *self.timestamps.digits}
+            if clash:
+                raise LayoutError("spec.timestamps", "ids distinct from the pads and vision markers", sorted(clash))
 
     def as_dict(self) -> dict:
         return {
@@ -121,45 +158,79 @@ def _digest(spec: TokenSpec) -> str:
 
 
 def strict_int(value) -> int:
-    """``value`` as an int when it is one: ints, numpy ints and 0-d integer tensors; never truncates.
+    """``value`` as a plain int when it is one: ints, numpy ints and 0-d integer tensors; never truncates.
 
     ``4.9``, ``"4"``, ``True`` and ``None`` raise ``TypeError``/``ValueError`` (callers turn that into
     their typed error naming the field). An integral float such as ``4.0`` is accepted as 4 (JSON
-    and torch hand those over).
+    and torch hand those over). An int subclass comes back as a plain int, read without calling
+    any method it overrides.
     """
     if isinstance(value, bool) or isinstance(value, (str, bytes)) or value is None:
-        raise TypeError(f"not an int: {value!r}")
+        raise TypeError(f"not an int: {type(value).__name__}")
     if isinstance(value, int):
-        return value
-    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
-        value = value.item()
-        if isinstance(value, bool):
-            raise TypeError(f"not an int: {value!r}")
-        if isinstance(value, int):
-            return value
-    if isinstance(value, float) or isinstance(value, np.floating):
+        return int.__index__(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
         if not math.isfinite(value) or value != int(value):
             raise ValueError(f"not an integral value: {value!r}")
         return int(value)
-    if isinstance(value, np.integer):
-        return int(value)
-    raise TypeError(f"not an int: {value!r}")
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # a 0-d tensor or array
+        try:
+            item = value.item()
+        except Exception as exc:
+            raise TypeError(f"not an int: {type(value).__name__}") from exc
+        if not isinstance(item, bool) and isinstance(item, (int, float, np.integer, np.floating)):
+            return strict_int(item)
+    raise TypeError(f"not an int: {type(value).__name__}")
 
 
-def normalize_grids(grids, field: str) -> list:
-    """Grids as a list of (t, h, w) int tuples; accepts lists, arrays and tensors."""
+def normalize_grids(grids, field: str, *, merge_size: Optional[int] = None, limits=None) -> list:
+    """Grids as a list of ``(t, h, w)`` plain-int tuples, checked before anything is expanded.
+
+    Accepts lists, tuples, arrays and tensors. Every grid must be three positive ints, with ``h``
+    and ``w`` multiples of ``merge_size`` when it is given (the processor's patches merge exactly,
+    so a grid that does not is refused, never floored), and the grids together must stay inside
+    ``limits`` (:class:`mm_handoff.limits.Limits`): at most ``max_items`` grids, ``max_runs``
+    temporal groups and ``max_prompt_len`` pads. Anything else raises a
+    :class:`~mm_handoff.errors.GridMismatchError` naming the grid.
+    """
+    limits = resolve_limits(limits)
     if grids is None:
         return []
-    if hasattr(grids, "tolist"):
-        grids = grids.tolist()
-    out = []
+    if hasattr(grids, "tolist") and not isinstance(grids, (list, tuple)):
+        try:
+            grids = grids.tolist()
+        except Exception as exc:
+            raise GridMismatchError(field, "a list of (t, h, w) grids", type(grids).__name__) from exc
+    if not isinstance(grids, (list, tuple)):
+        raise GridMismatchError(field, "a list of (t, h, w) grids", type(grids).__name__)
+    if len(grids) > limits.max_items:
+        raise GridMismatchError(field, f"at most {limits.max_items} grids (limits.max_items)", len(grids))
+    m2 = None if merge_size is None else merge_size * merge_size
+    out, groups, pads = [], 0, 0
     for k, g in enumerate(grids):
+        if hasattr(g, "tolist") and not isinstance(g, (list, tuple)):
+            try:
+                g = g.tolist()
+            except Exception:
+                raise GridMismatchError(f"{field}[{k}]", "(t, h, w) integers", type(g).__name__) from None
+        if not isinstance(g, (list, tuple)) or len(g) != 3:
+            raise GridMismatchError(f"{field}[{k}]", "(t, h, w) integers", g)
         try:
             t, h, w = (strict_int(v) for v in g)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise GridMismatchError(f"{field}[{k}]", "(t, h, w) integers", g) from exc
         if min(t, h, w) < 1:
             raise GridMismatchError(f"{field}[{k}]", "positive (t, h, w)", (t, h, w))
+        if merge_size is not None and (h % merge_size or w % merge_size):
+            raise GridMismatchError(f"{field}[{k}]", f"h and w divisible by the merge size {merge_size}", (t, h, w))
+        groups += t
+        pads += t * h * w // (m2 or 1)
+        if groups > limits.max_runs or pads > limits.max_prompt_len:
+            raise GridMismatchError(f"{field}[{k}]", f"grids within {limits.max_runs} temporal groups and "
+                                    f"{limits.max_prompt_len} pads in all (limits.max_runs, limits.max_prompt_len)",
+                                    (t, h, w), hint="raise the limits for longer requests")
         out.append((t, h, w))
     return out
 

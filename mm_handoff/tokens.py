@@ -15,16 +15,26 @@ MAX_ID = 2**31 - 1
 
 
 def readonly_ids(token_ids, field: str = "token_ids") -> np.ndarray:
-    """Return token ids as a read-only 1-D int32 array (no copy when already one)."""
-    if isinstance(token_ids, np.ndarray) and token_ids.dtype == np.int32 and not token_ids.flags.writeable:
+    """Return token ids as a read-only 1-D int32 array (no copy when already one).
+
+    Ids are ints in ``[0, MAX_ID]``, given as a list, a tuple, an integer array or tensor. Nothing
+    is coerced: a bool among them, a float, a masked array (its mask would be ignored), bytes (they
+    would read as uint8 ids) or an object that fails to convert is a :class:`LayoutError` naming
+    ``field``.
+    """
+    if type(token_ids) is np.ndarray and token_ids.dtype == np.int32 and not token_ids.flags.writeable:
         return token_ids
     if type(token_ids) is list:
         fast = _from_int_list(token_ids)
         if fast is not None:
             return fast
+    if isinstance(token_ids, (str, bytes, bytearray, memoryview, np.ma.MaskedArray)) or token_ids is None:
+        raise LayoutError(field, "a 1-D sequence of token ids", type(token_ids).__name__)
+    if isinstance(token_ids, (list, tuple)) and any(type(v) is bool or type(v) is np.bool_ for v in token_ids):
+        raise LayoutError(field, "int token ids", "a bool among them")
     try:
         arr = np.asarray(token_ids)
-    except (TypeError, ValueError) as exc:
+    except Exception as exc:  # a tensor that needs grad, an object whose conversion raises, ...
         raise LayoutError(field, "a 1-D sequence of token ids", type(token_ids).__name__) from exc
     if arr.ndim != 1:
         raise LayoutError(field, "a 1-D sequence of token ids", f"shape {arr.shape}")
@@ -61,8 +71,11 @@ def _from_int_list(ids: list):
     except (struct.error, TypeError, OverflowError):
         return None
     arr = np.frombuffer(packed, dtype=np.int32)  # read-only (a view of bytes)
-    if int(arr.min()) < 0 or int(arr.max()) <= 1:
-        return None  # (ids all 0/1 may be bools, which the general path rejects when alone)
+    if int(arr.min()) < 0:
+        return None
+    low = np.flatnonzero(arr <= 1)  # 0 and 1 may be False and True, which are no ids: look at those only
+    if low.size and any(type(ids[i]) is not int for i in low.tolist()):
+        return None
     return arr
 
 

@@ -50,7 +50,7 @@ def test_flat_views_match_the_aggregated_mask_helpers():
 
 def test_deeply_immutable():
     """No field can be changed: frozen attrs, read-only arrays, tuples."""
-    lay = make(mrope_position_ids=np.zeros((3, len(IDS)), dtype=np.int64), mrope_position_delta=0)
+    lay = make(mrope_position_ids=np.zeros((3, len(IDS)), dtype=np.int64), mrope_position_delta=1 - len(IDS))
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         lay.family = "other"
     with pytest.raises(ValueError):
@@ -152,9 +152,13 @@ def test_mrope_shape_is_checked_at_construction():
     assert (info.value.expected, info.value.actual) == (len(IDS), len(IDS) + 2)
     with pytest.raises(LayoutError):
         make(mrope_position_ids=np.zeros((2, len(IDS)), dtype=np.int64))
-    lay = make(mrope_position_ids=np.zeros((3, 1, len(IDS)), dtype=np.int32), mrope_position_delta=np.int64(-3))
+    ramp = np.broadcast_to(np.arange(len(IDS), dtype=np.int32), (3, 1, len(IDS)))
+    lay = make(mrope_position_ids=ramp, mrope_position_delta=np.int64(0))
     assert lay.mrope_position_ids.shape == (3, len(IDS)) and lay.mrope_position_ids.dtype == np.int64
-    assert lay.mrope_position_delta == -3 and type(lay.mrope_position_delta) is int
+    assert lay.mrope_position_delta == 0 and type(lay.mrope_position_delta) is int
+    with pytest.raises(LayoutError) as info:  # a delta that is not the ids' max + 1 - L
+        make(mrope_position_ids=ramp, mrope_position_delta=-3)
+    assert info.value.field == "mrope_position_delta" and info.value.actual == -3
 
 
 @pytest.mark.parametrize("bad", [[], [[1, 2]], ["a", "b"], [-1, 3], [2**40]])

@@ -1,0 +1,79 @@
+"""Bounds on what one request may claim, applied before any work proportional to the claim.
+
+A handoff payload, a grid or a frame list is a few bytes that can describe gigabytes. Every entry
+point that expands one (decoding a wire payload, rebuilding or stocking ids from grids, computing
+mRoPE ids, reading video metadata) checks it against a :class:`Limits` first and raises a typed
+error naming the field. The defaults admit the largest real request of the family with room to
+spare, and bound one request's work to well under a second and about 100 MiB:
+
+- ``max_prompt_len`` 1,048,576 ids: Qwen3-VL's longest context (256k native, 1M with its YaRN
+  extension);
+- ``max_runs`` 16,384 pad runs (images plus video temporal groups): 42 videos of 768 frames (384
+  groups each), or 16k images;
+- ``max_items`` 1,024 images and videos;
+- ``max_payload_chars`` 16 MiB of wire payload: a 1M-id prompt whose ids never repeat encodes to
+  about 5 MiB.
+
+Raise them per call (``accept_layout(..., limits=Limits(max_prompt_len=...))``, ``from_wire``,
+``derive_layout``, the adapters' ``limits=``) or for a whole process with ``MM_HANDOFF_LIMITS``,
+e.g. ``MM_HANDOFF_LIMITS=max_prompt_len=2097152,max_runs=32768``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import attrs
+
+from . import _env
+from .errors import HandoffError
+
+__all__ = ["Limits", "DEFAULT_LIMITS", "limits_from_env", "resolve_limits"]
+
+
+def _positive(instance, attribute, value) -> None:
+    if type(value) is not int or value < 1:
+        raise HandoffError(f"limits.{attribute.name}", "a positive int", value)
+
+
+@attrs.frozen
+class Limits:
+    """Upper bounds on one request (see the module doc for what the defaults admit)."""
+
+    #: ids in one prompt (expanded)
+    max_prompt_len: int = attrs.field(default=1 << 20, validator=_positive)
+    #: images and videos in one prompt
+    max_items: int = attrs.field(default=1024, validator=_positive)
+    #: pad runs in one prompt: one per image, one per video temporal group
+    max_runs: int = attrs.field(default=1 << 14, validator=_positive)
+    #: characters (or bytes) of one wire payload
+    max_payload_chars: int = attrs.field(default=16 << 20, validator=_positive)
+
+
+def limits_from_env(environ=None) -> Limits:
+    """:class:`Limits` with the overrides of ``MM_HANDOFF_LIMITS`` (``name=value,...``)."""
+    text = (os.environ if environ is None else environ).get(_env.LIMITS, "").strip()
+    if not text:
+        return Limits()
+    fields = {f.name for f in attrs.fields(Limits)}
+    values = {}
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        if not sep or name not in fields or not value.strip().isdigit():
+            raise HandoffError(_env.LIMITS, f"name=value pairs with names in {sorted(fields)}", part)
+        values[name] = int(value)
+    return Limits(**values)
+
+
+DEFAULT_LIMITS = limits_from_env()
+
+
+def resolve_limits(limits: Optional[Limits]) -> Limits:
+    """``limits``, or the process default; anything else is a typed error."""
+    if limits is None:
+        return DEFAULT_LIMITS
+    if not isinstance(limits, Limits):
+        raise HandoffError("limits", "a mm_handoff.Limits", type(limits).__name__)
+    return limits
