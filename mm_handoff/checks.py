@@ -21,6 +21,7 @@ from .errors import (
 )
 from .layout import VIDEO, HandoffLayout, readonly_ids
 from .layout_checks import run_arrays
+from .spec import TokenSpec
 
 __all__ = ["validate", "check_mrope_slice", "shape_of", "check_grid", "check_embedding_rows", "check_token_ids",
            "first_difference", "check_skew"]
@@ -179,22 +180,39 @@ def validate(layout: HandoffLayout, *, prompt_token_ids=None, mrope_position_ids
 
 
 def check_skew(layout: HandoffLayout, *, family: str, convention: str, tokenizer_digest: Optional[str],
-               request_id=None) -> None:
-    """Encoder (the layout) and prefill (its adapter) agree on family, tokenizer and convention.
+               spec: Optional[TokenSpec] = None, request_id=None) -> None:
+    """Encoder (the layout) and prefill (its adapter) agree on family, tokenizer, spec and convention.
 
-    The message says what each side has, so a version skew between the two deployments is obvious.
+    ``spec``: this side's; the carried spec must equal it field by field (a layout is only ever read
+    with this side's ids and sizes). ``tokenizer_digest``: this side's; when it is given the layout
+    must carry the same one (a layout without one is a skew too). The message says what each side
+    has, so a version skew between the two deployments is obvious.
     """
     if layout.family != family and not _aliases(layout.family, family):
         raise SkewError("family", f"{family} (prefill)", f"{layout.family} (encoder)", request_id=request_id,
                         hint="encoder and prefill serve different model families")
-    if tokenizer_digest is not None and layout.tokenizer_digest is not None \
-            and layout.tokenizer_digest != tokenizer_digest:
+    if spec is not None and layout.spec != spec:
+        name, ours, theirs = _first_spec_difference(spec, layout.spec)
+        raise SkewError(f"spec.{name}", f"{ours!r} (prefill)", f"{theirs!r} (encoder)", request_id=request_id,
+                        hint="the layout was built with other ids or sizes than this side's")
+    if tokenizer_digest is not None and layout.tokenizer_digest != tokenizer_digest:
         raise SkewError("tokenizer_digest", f"{tokenizer_digest} (prefill)", f"{layout.tokenizer_digest} (encoder)",
                         request_id=request_id, hint="encoder and prefill use different tokenizers or special ids")
     if layout.convention != convention:
         raise SkewError("convention", f"{convention} (prefill)", f"{layout.convention} (encoder)",
                         request_id=request_id,
                         hint="encoder and prefill run transformers versions on different sides of 5.10")
+
+
+def _first_spec_difference(ours: TokenSpec, theirs: TokenSpec) -> tuple:
+    a, b = ours.as_dict(), theirs.as_dict()
+    for name in a:
+        if a[name] != b[name]:
+            if isinstance(a[name], dict) and isinstance(b[name], dict):
+                sub = next(k for k in a[name] if a[name][k] != b[name][k])
+                return f"{name}.{sub}", a[name][sub], b[name][sub]
+            return name, a[name], b[name]
+    return "spec", a, b
 
 
 _ALIASES = ({"cosmos3", "cosmos3_omni"},)

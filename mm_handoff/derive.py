@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .errors import GridMismatchError
+from .errors import GridMismatchError, LayoutError
 from .layout import IMAGE, VIDEO, HandoffLayout, item_from_arrays, readonly_ids
 from .spec import TokenSpec, item_lengths, normalize_grids
 from .stamps import parse_timestamps
@@ -64,12 +64,14 @@ def derive_layout(
     convention: str,
     mrope: bool = False,
     tokenizer_digest: Optional[str] = None,
+    limits=None,
     request_id=None,
 ) -> HandoffLayout:
-    """Layout of an expanded prompt given the family's spec and the processor's grids."""
+    """Layout of an expanded prompt given the family's spec and the processor's grids (bounded by
+    ``limits``, :class:`~mm_handoff.limits.Limits`); any contradiction raises, naming ``request_id``."""
     ids = readonly_ids(token_ids)
-    image_grids = normalize_grids(image_grid_thw, "image_grid_thw")
-    video_grids = normalize_grids(video_grid_thw, "video_grid_thw")
+    image_grids = normalize_grids(image_grid_thw, "image_grid_thw", merge_size=spec.merge_size, limits=limits)
+    video_grids = normalize_grids(video_grid_thw, "video_grid_thw", merge_size=spec.merge_size, limits=limits)
     groups = []
     for modality, pad, grids in ((IMAGE, spec.image_pad, image_grids), (VIDEO, spec.video_pad, video_grids)):
         runs_per_item = _split_runs(ids, pad, item_lengths(grids, spec.merge_size), modality, request_id)
@@ -79,12 +81,18 @@ def derive_layout(
     items = []
     for _, modality, grid, offsets, lengths in groups:
         stamps = parse_timestamps(ids, spec, offsets) if modality == VIDEO else None
-        items.append(item_from_arrays(modality, offsets, lengths, grid, *(stamps or ())))
+        try:
+            items.append(item_from_arrays(modality, offsets, lengths, grid, *(stamps or ())))
+        except LayoutError as exc:
+            raise exc.with_request(request_id)
     positions = delta = None
     if mrope:
         from .mrope import mrope_positions
         positions, delta = mrope_positions(ids, spec, image_grid_thw=image_grids, video_grid_thw=video_grids,
-                                           request_id=request_id)
-    return HandoffLayout(ids, tuple(items), spec, family=family, convention=convention,
-                         mrope_position_ids=positions, mrope_position_delta=delta,
-                         tokenizer_digest=tokenizer_digest)
+                                           limits=limits, request_id=request_id)
+    try:
+        return HandoffLayout(ids, tuple(items), spec, family=family, convention=convention,
+                             mrope_position_ids=positions, mrope_position_delta=delta,
+                             tokenizer_digest=tokenizer_digest)
+    except LayoutError as exc:
+        raise exc.with_request(request_id)

@@ -40,7 +40,7 @@ __all__ = [
 
 #: the longest a value prints in a message, and the longest a message prints; the values themselves
 #: stay whole on the exception's attributes
-MAX_VALUE_CHARS = 200
+MAX_VALUE_CHARS = 400
 MAX_MESSAGE_CHARS = 1000
 
 
@@ -52,7 +52,7 @@ class _ShortRepr(reprlib.Repr):
         super().__init__()
         self.maxlevel, self.maxtuple, self.maxlist, self.maxarray = 3, 8, 8, 8
         self.maxdict, self.maxset, self.maxfrozenset, self.maxdeque = 8, 8, 8, 8
-        self.maxstring, self.maxlong, self.maxother = 180, 60, 160
+        self.maxstring, self.maxlong, self.maxother = 380, 60, 160
 
     def repr_int(self, x: int, level: int) -> str:
         try:

@@ -41,7 +41,7 @@ import attrs
 import numpy as np
 
 from . import wire
-from .errors import LayoutError, WireChecksumError
+from .errors import LayoutError
 from .layout_checks import (CheckedRuns, as_int, check_items_against_spec, checked_seconds, checked_spans, run_arrays, check_mrope_delta, check_mrope_len, check_pads, check_runs, check_video_groups,
                             item_post_init, mrope_array, one_of, optional_int, optional_spans, optional_timestamps, run_field, runs_tuple,
                             grid_tuple, valid_family, valid_items, valid_spec, valid_digest)
@@ -302,38 +302,38 @@ class HandoffLayout:
     # ----------------------------------------------------------------------- wire form
     def to_wire(self) -> dict:
         """JSON-safe, checksummed form (:mod:`mm_handoff.wire`); mRoPE ids are not shipped."""
+        return wire.encode(self._content(self.fingerprint()))
+
+    def _content(self, checksum: str) -> "wire.WireContent":
+        """What travels, as the codec's plain values (:func:`wire.checksum` of them is :meth:`fingerprint`)."""
         values, counts = self.rle()
         items = tuple(wire.WireItem(item.modality, item.grid_thw, *run_arrays(item.runs), item.timestamps,
                                     _span_array(item.timestamp_spans)) for item in self.items)
-        return wire.encode(wire.WireContent(
-            family=self.family, convention=self.convention, tokenizer_digest=self.tokenizer_digest,
-            spec=self.spec, values=values, counts=counts, items=items,
-            mrope_position_delta=self.mrope_position_delta, checksum=self.fingerprint()))
+        return wire.WireContent(family=self.family, convention=self.convention, tokenizer_digest=self.tokenizer_digest,
+                                spec=self.spec, values=values, counts=counts, items=items,
+                                mrope_position_delta=self.mrope_position_delta,
+                                checksum=checksum)
 
     @classmethod
-    def from_wire(cls, obj, *, limits: Optional["wire.WireLimits"] = None, request_id=None) -> "HandoffLayout":
+    def from_wire(cls, obj, *, limits=None, request_id=None) -> "HandoffLayout":
         """Decode and re-validate a wire payload (dict, JSON str or bytes).
 
-        A malformed payload raises a :class:`~mm_handoff.errors.WireFormatError` subclass; a
-        well-formed one describing an invalid layout raises the :class:`LayoutError` naming the
-        broken invariant; content altered in transit raises :class:`WireChecksumError`.
+        A malformed payload raises a :class:`~mm_handoff.errors.WireFormatError` subclass (bounded by
+        ``limits``, :class:`~mm_handoff.limits.Limits`); content altered in transit raises
+        :class:`WireChecksumError` before any layout object is built; a well-formed, intact payload
+        describing an invalid layout raises the :class:`LayoutError` naming the broken invariant.
         """
         content = wire.decode(obj, limits=limits, request_id=request_id)
         try:
             items = tuple(item_from_arrays(w.modality, w.offsets, w.lengths, w.grid_thw, w.timestamps,
                                            *((w.spans[:, 0], w.spans[:, 1]) if w.spans is not None else ()))
                           for w in content.items)
-        except LayoutError as exc:
-            raise exc.with_request(request_id)
-        try:
             layout = cls.from_rle(content.values, content.counts, items, content.spec, family=content.family,
                                   convention=content.convention, mrope_position_delta=content.mrope_position_delta,
                                   tokenizer_digest=content.tokenizer_digest)
         except LayoutError as exc:
             raise exc.with_request(request_id)
-        if layout.fingerprint() != content.checksum:
-            raise WireChecksumError("wire.checksum", content.checksum, layout.fingerprint(), request_id=request_id,
-                                    hint="the payload was altered in transit")
+        layout._cache[("fp", False)] = content.checksum  # verified on the same values by the decoder
         return layout
 
     # ----------------------------------------------------------------------- identity
@@ -379,20 +379,10 @@ def _readonly(arr: np.ndarray) -> np.ndarray:
 
 
 def _fingerprint(layout: HandoffLayout, include_mrope: bool) -> str:
-    h = hashlib.sha256()  # hardware-accelerated on current CPUs: ~2x blake2b over the ~45 KB of 384 groups
-    h.update(b"mm-handoff-layout/3\0")
-    h.update(repr((layout.family, layout.convention, layout.tokenizer_digest, layout.spec.digest(),
-                   layout.mrope_position_delta)).encode())
-    values, counts = layout.rle()  # canonical and ~100x smaller than the ids
-    h.update(np.ascontiguousarray(values, dtype="<i4").tobytes())
-    h.update(np.ascontiguousarray(counts, dtype="<i4").tobytes())
-    for item in layout.items:
-        h.update(repr((item.modality, item.grid_thw, item.embedding_length, item.timestamps is None)).encode())
-        h.update(np.column_stack(run_arrays(item.runs)).astype("<i8").tobytes())  # (offset, length) pairs
-        if item.timestamps is not None:
-            h.update(np.asarray(item.timestamps, dtype="<f8").tobytes())
-            h.update(np.asarray(_span_array(item.timestamp_spans)).astype("<i8").tobytes())
-    if include_mrope and layout.mrope_position_ids is not None:
-        h.update(b"mrope")
-        h.update(np.ascontiguousarray(layout.mrope_position_ids, dtype="<i8").tobytes())
+    base = wire.checksum(layout._content(""))
+    if not include_mrope or layout.mrope_position_ids is None:
+        return base
+    h = hashlib.sha256(base.encode())
+    h.update(b"mrope")
+    h.update(np.ascontiguousarray(layout.mrope_position_ids, dtype="<i8").tobytes())
     return h.hexdigest()[:32]

@@ -10,31 +10,38 @@ per token; a pad run with grid ``(t, h, w)`` starting at ``p`` gets ``t = p + k 
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
+from ._cache import ByteBoundedCache
 from .errors import GridMismatchError
 from .tokens import readonly_ids
 from .spec import TokenSpec, normalize_grids
 
-__all__ = ["mrope_positions"]
+__all__ = ["mrope_positions", "mrope_delta", "PATTERNS"]
 
 
-@functools.lru_cache(maxsize=256)
+#: in-run offset patterns of pad runs up to 4,096 pads (~96 KB each) are kept, 4 MiB in all
+PATTERNS = ByteBoundedCache(max_bytes=4 << 20, max_item_bytes=3 * 8 * 4096)
+#: text ramps: one shared ``0 .. n-1`` up to this length (a read-only view of it), fresh above
+_RAMP_MAX = 1 << 16
+_RAMP = np.arange(_RAMP_MAX, dtype=np.int64)
+_RAMP.flags.writeable = False
+
+
 def _pattern(t: int, h: int, w: int) -> np.ndarray:
     """For a run with merged grid (t, h, w): the in-run (t, h, w) offsets of its k-th pad; read-only."""
-    k = np.arange(t * h * w, dtype=np.int64)
-    rem = k % (h * w)
-    out = np.stack((k // (h * w), rem // w, rem % w))
-    out.flags.writeable = False
-    return out
+    def build() -> np.ndarray:
+        k = np.arange(t * h * w, dtype=np.int64)
+        rem = k % (h * w)
+        out = np.stack((k // (h * w), rem // w, rem % w))
+        out.flags.writeable = False
+        return out
+    return PATTERNS.get((t, h, w), build)
 
 
-@functools.lru_cache(maxsize=1024)
 def _ramp(n: int) -> np.ndarray:
     """``0 .. n-1`` on all three rows (a text segment's in-segment offsets); a read-only view."""
-    return np.broadcast_to(np.arange(n, dtype=np.int64), (3, n))
+    return np.broadcast_to(_RAMP[:n] if n <= _RAMP_MAX else np.arange(n, dtype=np.int64), (3, n))
 
 
 def _segments(ids: np.ndarray, spec: TokenSpec) -> tuple:
@@ -52,22 +59,24 @@ def _segments(ids: np.ndarray, spec: TokenSpec) -> tuple:
 
 
 def _run_grids(mm_starts, mm_ends, mm_kind, image_grids, video_grids, request_id) -> np.ndarray:
-    """One (t, h, w) grid per pad run, in prompt order; each run's length checked against its grid."""
+    """One (t, h, w) grid per pad run, in prompt order: exactly one image grid per image pad run and
+    one temporal group per video pad run (a grid left over is a request that does not match its ids)."""
     n_img = int(np.count_nonzero(mm_kind == 1))
     n_vid = int(np.count_nonzero(mm_kind == 2))
-    if n_img > len(image_grids):
-        raise GridMismatchError("image_grid_thw", f">= {n_img} grids (one per image pad run)", len(image_grids),
+    if n_img != len(image_grids):
+        raise GridMismatchError("image_grid_thw", f"{n_img} grids (one per image pad run)", len(image_grids),
                                 request_id=request_id)
-    if n_vid > len(video_grids):
-        raise GridMismatchError("video_grid_thw", f">= {n_vid} temporal groups (one per video pad run)",
+    if n_vid != len(video_grids):
+        raise GridMismatchError("video_grid_thw", f"{n_vid} temporal groups (one per video pad run)",
                                 len(video_grids), request_id=request_id,
-                                hint="a single run for a multi-group video is the stock PD layout")
+                                hint="a single run for a multi-group video is the stock PD layout"
+                                if n_vid < len(video_grids) else None)
     if not n_img:  # video only (or text only): the groups in order, no scatter
-        return video_grids[:n_vid]
+        return video_grids
     grids = np.zeros((len(mm_kind), 3), dtype=np.int64)
-    grids[mm_kind == 1] = np.asarray(image_grids[:n_img], dtype=np.int64)
+    grids[mm_kind == 1] = np.asarray(image_grids, dtype=np.int64)
     if n_vid:
-        grids[mm_kind == 2] = np.asarray(video_grids[:n_vid], dtype=np.int64)
+        grids[mm_kind == 2] = video_grids
     return grids
 
 
@@ -82,14 +91,13 @@ def _assemble(starts, ends, kinds, seg_base, run_shapes: dict) -> np.ndarray:
     return pos
 
 
-def mrope_positions(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_grid_thw=None,
-                    request_id=None):
-    """Return ``(positions, delta)``: read-only int64 array (3, L) and an int."""
+def _plan(token_ids, spec: TokenSpec, image_grid_thw, video_grid_thw, limits, request_id) -> tuple:
+    """Segments, their base values and the runs' merged grids: everything but the (3, L) assembly."""
     ids = readonly_ids(token_ids)
-    n = ids.shape[0]
     m = spec.merge_size
-    image_grids = normalize_grids(image_grid_thw, "image_grid_thw")
-    videos = np.asarray(normalize_grids(video_grid_thw, "video_grid_thw"), dtype=np.int64).reshape(-1, 3)
+    image_grids = normalize_grids(image_grid_thw, "image_grid_thw", merge_size=m, limits=limits)
+    videos = np.asarray(normalize_grids(video_grid_thw, "video_grid_thw", merge_size=m, limits=limits),
+                        dtype=np.int64).reshape(-1, 3)
     video_grids = np.repeat(videos, videos[:, 0], axis=0)  # one (1, h, w) grid per temporal group
     video_grids[:, 0] = 1
     starts, ends, seg_kind = _segments(ids, spec)
@@ -103,22 +111,43 @@ def mrope_positions(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_gr
         k = int(np.flatnonzero(bad)[0])
         raise GridMismatchError(f"pad run at {int(mm_starts[k])}", f"{int(gt[k] * lh[k] * lw[k])} pads for grid "
                                 f"{tuple(int(v) for v in grids[k])}", int(run_len[k]), request_id=request_id)
-
     # A segment (text or pad run) starting at s has base value s + shift, where shift grows by
     # (advance - run length) after each pad run; text adds k, a pad its run's pattern at k.
-    if not n:
-        return _readonly(np.zeros((3, 0), dtype=np.int64)), 0
     adv = np.maximum(grids[:, 1], grids[:, 2]) // m
     run_shift = np.concatenate(([0], np.cumsum(adv - run_len)))
     seg_base = starts + run_shift[np.cumsum(mm) - mm]
-    shapes = dict(zip(mm_starts.tolist(), zip(gt.tolist(), lh.tolist(), lw.tolist())))
-    pos = _assemble(starts, ends, seg_kind, seg_base, shapes)
-    # the largest position is the last token's or a run's base + its largest in-run offset
-    peak = int(pos[:, -1].max())
-    if len(mm_starts):
+    return ids, starts, ends, seg_kind, seg_base, mm, (gt, lh, lw)
+
+
+def _peak(ids, starts, ends, seg_kind, seg_base, mm, merged) -> int:
+    """The largest position: the last text token's, or a run's base + its largest in-run offset."""
+    gt, lh, lw = merged
+    peak = int(seg_base[-1] + ends[-1] - starts[-1] - 1) if seg_kind[-1] == 0 else -1
+    if mm.any():
         run_peak = seg_base[mm] + np.maximum(np.maximum(gt - 1, lh - 1), lw - 1)
         peak = max(peak, int(run_peak.max()))
-    return _readonly(pos), peak + 1 - n
+    return peak
+
+
+def mrope_positions(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_grid_thw=None, limits=None,
+                    request_id=None):
+    """Return ``(positions, delta)``: read-only int64 array (3, L) and an int."""
+    plan = _plan(token_ids, spec, image_grid_thw, video_grid_thw, limits, request_id)
+    ids, starts, ends, seg_kind, seg_base, mm, (gt, lh, lw) = plan
+    n = ids.shape[0]
+    if not n:
+        return _readonly(np.zeros((3, 0), dtype=np.int64)), 0
+    shapes = dict(zip(starts[mm].tolist(), zip(gt.tolist(), lh.tolist(), lw.tolist())))
+    pos = _assemble(starts, ends, seg_kind, seg_base, shapes)
+    return _readonly(pos), _peak(*plan) + 1 - n
+
+
+def mrope_delta(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_grid_thw=None, limits=None,
+                request_id=None) -> int:
+    """The delta of :func:`mrope_positions` without building the (3, L) positions (a check's cost)."""
+    plan = _plan(token_ids, spec, image_grid_thw, video_grid_thw, limits, request_id)
+    n = plan[0].shape[0]
+    return _peak(*plan) + 1 - n if n else 0
 
 
 def _readonly(arr: np.ndarray) -> np.ndarray:

@@ -99,6 +99,8 @@ class AdapterRegistry:
             self._cache.clear()
 
     def unregister(self, key: Union[str, type]) -> None:
+        if not isinstance(key, (str, type)) or (isinstance(key, str) and not key.strip()):
+            raise AdapterRegistrationError("key", "a non-empty string or a class", key)
         with self._lock:
             if isinstance(key, type) or _is_class_name(key):
                 self._by_class.pop(class_key(key), None)
@@ -167,24 +169,31 @@ class AdapterRegistry:
         blocked = {n.strip() for n in os.environ.get(BLOCK_ENV, "").split(",") if n.strip()}
         loaded = []
         eps = list(entry_points(group=ENTRY_POINT_GROUP))
-        seen_builtin = any(ep.value.startswith("mm_handoff.adapters") for ep in eps)
-        if not seen_builtin:  # running from a source tree without installed metadata
+        if not any(_is_builtin(ep) for ep in eps):  # running from a source tree without installed metadata
             eps.append(_SourceTreeBuiltin())
+        # the built-in families first, whatever order the metadata lists them in: a plugin can add a
+        # family, or replace one on purpose (replace=True), but never take a built-in name by loading first
+        eps.sort(key=lambda ep: not _is_builtin(ep))
         for ep in eps:
             if ep.name in blocked:
                 log.info("mm-handoff: adapter entry point %r blocked by %s", ep.name, BLOCK_ENV)
                 continue
-            try:
-                hook = ep.load()
-                hook(self)
-            except AdapterAlreadyRegisteredError as exc:
-                log.warning("mm-handoff: adapter entry point %r skipped: %s", ep.name, exc)
-                continue
-            except Exception as exc:  # a broken third-party plugin must not break lookups
-                log.warning("mm-handoff: adapter entry point %r failed to load: %s", ep.name, exc)
-                continue
+            with self._lock:
+                before = dict(self._by_name), dict(self._by_class)
+                try:
+                    ep.load()(self)
+                except Exception as exc:  # a broken plugin must not break lookups, nor leave half of itself
+                    self._by_name, self._by_class = before
+                    self._cache.clear()
+                    log.warning("mm-handoff: adapter entry point %r skipped, nothing of it registered: %s",
+                                ep.name, exc)
+                    continue
             loaded.append(ep.name)
         return loaded
+
+
+def _is_builtin(ep) -> bool:
+    return ep.value.replace(" ", "") == _SourceTreeBuiltin.value
 
 
 class _SourceTreeBuiltin:
@@ -238,10 +247,34 @@ def build_adapter(factory, *, tokenizer=None, config=None, convention: Optional[
     except Exception as exc:
         raise AdapterError("adapter factory", f"{_describe(factory)}(**{sorted(kwargs)}) to build an adapter",
                            f"{type(exc).__name__}: {exc}", request_id=request_id) from exc
-    if convention is not None and not pass_convention and getattr(adapter, "convention", None) != convention:
-        raise AdapterError("adapter.convention", f"{convention} (asked for; the factory takes no convention=)",
-                           getattr(adapter, "convention", None), request_id=request_id)
+    _check_built(adapter, factory, convention, pass_convention, request_id)
     return adapter
+
+
+_METHODS = ("derive_layout", "rebuild_token_ids", "mrope_positions", "check_prompt", "stock_token_ids")
+
+
+def _check_built(adapter, factory, convention, passed: bool, request_id) -> None:
+    """What a factory returns is an adapter (the protocol's attributes and methods), of the convention
+    asked for, whether the factory took ``convention=`` or not."""
+    from .spec import CONVENTIONS, TokenSpec
+
+    who = _describe(factory)
+    try:
+        family, spec, got = adapter.family, adapter.spec, adapter.convention
+        missing = [m for m in _METHODS if not callable(getattr(adapter, m, None))]
+    except Exception as exc:
+        raise AdapterError("adapter", f"{who} to return an adapter (family, spec, convention)",
+                           f"{type(adapter).__name__} ({type(exc).__name__}: {exc})", request_id=request_id) from exc
+    if not isinstance(family, str) or not family or not isinstance(spec, TokenSpec) or got not in CONVENTIONS \
+            or missing:
+        raise AdapterError("adapter", f"{who} to return an adapter: a family name, a TokenSpec, a convention in "
+                           f"{CONVENTIONS} and the methods {list(_METHODS)}",
+                           {"type": type(adapter).__name__, "family": family, "spec": type(spec).__name__,
+                            "convention": got, "missing": missing}, request_id=request_id)
+    if convention is not None and got != convention:
+        how = "asked for" if passed else "asked for; the factory takes no convention="
+        raise AdapterError("adapter.convention", f"{convention} ({how})", got, request_id=request_id)
 
 
 REGISTRY = AdapterRegistry()

@@ -185,11 +185,11 @@ def strict_int(value) -> int:
     raise TypeError(f"not an int: {type(value).__name__}")
 
 
-def normalize_grids(grids, field: str, *, merge_size: Optional[int] = None, limits=None) -> list:
+def normalize_grids(grids, field: str, *, merge_size: int, limits=None) -> list:
     """Grids as a list of ``(t, h, w)`` plain-int tuples, checked before anything is expanded.
 
     Accepts lists, tuples, arrays and tensors. Every grid must be three positive ints, with ``h``
-    and ``w`` multiples of ``merge_size`` when it is given (the processor's patches merge exactly,
+    and ``w`` multiples of ``merge_size`` (the processor's patches merge exactly,
     so a grid that does not is refused, never floored), and the grids together must stay inside
     ``limits`` (:class:`mm_handoff.limits.Limits`): at most ``max_items`` grids, ``max_runs``
     temporal groups and ``max_prompt_len`` pads. Anything else raises a
@@ -207,7 +207,7 @@ def normalize_grids(grids, field: str, *, merge_size: Optional[int] = None, limi
         raise GridMismatchError(field, "a list of (t, h, w) grids", type(grids).__name__)
     if len(grids) > limits.max_items:
         raise GridMismatchError(field, f"at most {limits.max_items} grids (limits.max_items)", len(grids))
-    m2 = None if merge_size is None else merge_size * merge_size
+    m2 = merge_size * merge_size
     out, groups, pads = [], 0, 0
     for k, g in enumerate(grids):
         if hasattr(g, "tolist") and not isinstance(g, (list, tuple)):
@@ -223,10 +223,10 @@ def normalize_grids(grids, field: str, *, merge_size: Optional[int] = None, limi
             raise GridMismatchError(f"{field}[{k}]", "(t, h, w) integers", g) from exc
         if min(t, h, w) < 1:
             raise GridMismatchError(f"{field}[{k}]", "positive (t, h, w)", (t, h, w))
-        if merge_size is not None and (h % merge_size or w % merge_size):
+        if h % merge_size or w % merge_size:
             raise GridMismatchError(f"{field}[{k}]", f"h and w divisible by the merge size {merge_size}", (t, h, w))
         groups += t
-        pads += t * h * w // (m2 or 1)
+        pads += t * h * w // m2
         if groups > limits.max_runs or pads > limits.max_prompt_len:
             raise GridMismatchError(f"{field}[{k}]", f"grids within {limits.max_runs} temporal groups and "
                                     f"{limits.max_prompt_len} pads in all (limits.max_runs, limits.max_prompt_len)",

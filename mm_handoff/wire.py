@@ -9,9 +9,12 @@ encoded (values, counts), the pad runs (delta-coded offsets, lengths), and the t
 768 frames in 14k ids. What it omits: the mRoPE ids (3 x L int64, megabytes at long prompts), which the
 adapter recomputes from ids + grids exactly.
 
-Decoding treats the payload as untrusted: every declared size is checked against
-:class:`WireLimits` before anything is allocated, every field's type is checked, and every failure
-of the payload's form is a :class:`WireFormatError` subclass naming the field.
+Decoding treats the payload as untrusted, in bounded time and memory: a JSON text's size and
+its count of objects and lists are checked before it is parsed; every declared size is checked
+against :class:`~mm_handoff.limits.Limits` before anything is allocated; every field must have its
+exact JSON type (an int subclass or a dict subclass is not one); and the checksum is verified on the
+decoded plain values, before a single layout object is built. Every failure of the payload's form
+is a :class:`WireFormatError` subclass naming the field.
 
 This module is the codec only: it knows plain values (:class:`WireContent`), not the layout
 class, so the dependency runs one way. :meth:`HandoffLayout.to_wire` and
@@ -31,10 +34,11 @@ from typing import Any, Optional
 import attrs
 import numpy as np
 
-from .errors import WireFormatError, WireLimitError, WireVersionError
+from .errors import WireChecksumError, WireFormatError, WireLimitError, WireVersionError
+from .limits import Limits, resolve_limits
 from .spec import TokenSpec
 
-__all__ = ["WireLimits", "WireContent", "WireItem", "encode", "decode", "FORMAT", "VERSION"]
+__all__ = ["WireLimits", "WireContent", "WireItem", "encode", "decode", "checksum", "FORMAT", "VERSION"]
 
 FORMAT = "mm-handoff.layout"
 VERSION = 2  # 2: the checksum is the layout's fingerprint (sha256, what travels)
@@ -47,17 +51,8 @@ _SPEC_KEYS = {"image_pad", "video_pad", "vision_start", "vision_end", "merge_siz
 _TS_KEYS = {"open", "close", "dot", "seconds", "digits"}
 
 
-@attrs.frozen
-class WireLimits:
-    """Upper bounds applied before allocation; raise them for very long prompts."""
-
-    max_prompt_len: int = 4 * 1024 * 1024
-    max_items: int = 1024
-    max_runs: int = 1 << 20
-    max_payload_chars: int = 64 * 1024 * 1024
-
-
-DEFAULT_LIMITS = WireLimits()
+#: the bounds a payload is decoded under (the same :class:`~mm_handoff.limits.Limits` every entry point uses)
+WireLimits = Limits
 
 
 @attrs.frozen
@@ -144,7 +139,7 @@ def _typename(v) -> str:
 
 
 def _int(v, field, rid, *, low: Optional[int] = None, high: Optional[int] = None) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
+    if type(v) is not int:  # JSON's int: not a bool, not an int subclass with methods of its own
         raise _fail(field, "an int", _typename(v), rid)
     if (low is not None and v < low) or (high is not None and v > high):
         raise _fail(field, f"an int in [{low}, {high}]", v, rid)
@@ -152,8 +147,8 @@ def _int(v, field, rid, *, low: Optional[int] = None, high: Optional[int] = None
 
 
 def _dict(v, field, keys, rid, optional=frozenset()) -> dict:
-    if not isinstance(v, dict):
-        raise _fail(field, "an object", _typename(v), rid)
+    if type(v) is not dict:
+        raise _fail(field, "an object (a plain dict)", _typename(v), rid)
     missing = keys - optional - set(v)
     if missing:
         raise _fail(field, f"keys {sorted(keys)}", f"missing {sorted(missing)}", rid)
@@ -164,7 +159,7 @@ def _dict(v, field, keys, rid, optional=frozenset()) -> dict:
 
 
 def _list(v, field, rid, max_len: int) -> list:
-    if not isinstance(v, list):
+    if type(v) is not list and type(v) is not tuple:
         raise _fail(field, "a list", _typename(v), rid)
     if len(v) > max_len:
         raise WireLimitError(f"wire.{field}", f"at most {max_len} entries", len(v), request_id=rid)
@@ -173,13 +168,17 @@ def _list(v, field, rid, max_len: int) -> list:
 
 def _decode_arrays(v, rid, expected_values: int) -> np.ndarray:
     """base64 -> zlib -> int32, never inflating past the size the declared counts imply."""
-    if not isinstance(v, str):
+    if type(v) is not str:
         raise _fail("arrays", "a base64 string", _typename(v), rid)
+    want = 4 * expected_values
+    most = 4 * ((want + want // 1000 + 64) // 3 + 1)  # zlib's worst case for ``want`` bytes, in base64
+    if len(v) > most:
+        raise WireLimitError("wire.arrays", f"at most {most} characters for the declared sizes", len(v),
+                             request_id=rid)
     try:
         packed = base64.b64decode(v.encode("ascii"), validate=True)
     except (binascii.Error, ValueError, UnicodeEncodeError) as exc:
         raise _fail("arrays", "valid base64", f"undecodable ({exc})", rid) from None
-    want = 4 * expected_values
     inflater = zlib.decompressobj()
     try:
         raw = inflater.decompress(packed, want + 1)
@@ -207,30 +206,37 @@ def _decode_item(k: int, v, rid) -> tuple:
     f = f"items[{k}]"
     v = _dict(v, f, _ITEM_KEYS, rid)
     modality = v["modality"]
-    if modality not in ("image", "video"):
+    if type(modality) is not str or modality not in ("image", "video"):
         raise _fail(f"{f}.modality", "'image' or 'video'", modality, rid)
     grid = v["grid_thw"]
-    if not isinstance(grid, list) or len(grid) != 3:
+    if type(grid) not in (list, tuple) or len(grid) != 3:
         raise _fail(f"{f}.grid_thw", "[t, h, w]", grid, rid)
     grid = tuple(_int(g, f"{f}.grid_thw", rid, low=1, high=2**31 - 1) for g in grid)
     runs = _int(v["runs"], f"{f}.runs", rid, low=1, high=2**31 - 1)
-    if not isinstance(v["timestamps"], bool):
+    if type(v["timestamps"]) is not bool:
         raise _fail(f"{f}.timestamps", "a bool", _typename(v["timestamps"]), rid)
     return modality, grid, runs, v["timestamps"]
 
 
-def _load(obj, limits: WireLimits, rid) -> dict:
+def _load(obj, limits: Limits, rid) -> dict:
     """The payload as a dict with the right format, version and keys."""
-    if isinstance(obj, (str, bytes, bytearray)):
+    if type(obj) in (str, bytes, bytearray):
         if len(obj) > limits.max_payload_chars:
             raise WireLimitError("wire", f"at most {limits.max_payload_chars} characters", len(obj), request_id=rid)
+        # a payload is one object with a few small ones inside (spec, sizes, one per item): count the
+        # objects and lists before parsing, so a text of millions of them costs one scan, not gigabytes
+        opens = obj.count("{" if type(obj) is str else b"{") + obj.count("[" if type(obj) is str else b"[")
+        most = 2 * limits.max_items + 8
+        if opens > most:
+            raise WireLimitError("wire.json", f"at most {most} JSON objects and lists (limits.max_items)", opens,
+                                 request_id=rid)
         try:
             obj = json.loads(obj)
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise _fail("json", "a JSON object", f"undecodable ({exc.__class__.__name__})", rid) from None
-    if not isinstance(obj, dict):
-        raise _fail("payload", "an object", _typename(obj), rid)
-    if obj.get("format") != FORMAT:
+    if type(obj) is not dict:
+        raise _fail("payload", "an object (a plain dict)", _typename(obj), rid)
+    if type(obj.get("format")) is not str or obj.get("format") != FORMAT:
         raise _fail("format", FORMAT, obj.get("format"), rid)
     version = obj.get("version")
     if type(version) is not int or version != VERSION:
@@ -239,16 +245,16 @@ def _load(obj, limits: WireLimits, rid) -> dict:
     return _dict(obj, "payload", _KEYS, rid)
 
 
-def _header(obj: dict, limits: WireLimits, rid) -> tuple:
+def _header(obj: dict, limits: Limits, rid) -> tuple:
     """Scalar fields and declared sizes, each bounded before anything is allocated."""
     n = _int(obj["length"], "length", rid, low=1)
     if n > limits.max_prompt_len:
         raise WireLimitError("wire.length", f"at most {limits.max_prompt_len} tokens", n, request_id=rid)
     for key in ("family", "convention", "checksum"):
-        if not isinstance(obj[key], str):
-            raise _fail(key, "a string", _typename(obj[key]), rid)
+        if type(obj[key]) is not str or len(obj[key]) > 256:
+            raise _fail(key, "a string (at most 256 characters)", _typename(obj[key]), rid)
     digest = obj["tokenizer_digest"]
-    if digest is not None and not isinstance(digest, str):
+    if digest is not None and (type(digest) is not str or len(digest) > 256):
         raise _fail("tokenizer_digest", "a string or null", _typename(digest), rid)
     delta = obj["mrope_position_delta"]
     if delta is not None:
@@ -276,6 +282,10 @@ def _split_arrays(arrays: np.ndarray, n: int, sizes: tuple, rid) -> tuple:
     span_len = rest[2 * n_runs + 2 * n_ts:]
     if int(counts.min()) < 1:
         raise _fail("arrays.counts", "positive run lengths", int(counts.min()), rid)
+    repeats = np.flatnonzero(values[1:] == values[:-1])
+    if repeats.size:  # one canonical form, so the checksum of the plain values is the layout's
+        raise _fail("arrays.values", "a run-length form whose neighbouring values differ",
+                    f"value {int(values[repeats[0]])} repeated at runs {int(repeats[0])} and {int(repeats[0]) + 1}", rid)
     if int(values.min()) < 0 or int(values.max()) > 2**31 - 1:
         raise _fail("arrays.values", "token ids in [0, 2**31 - 1]", (int(values.min()), int(values.max())), rid)
     total = int(counts.sum())
@@ -306,17 +316,43 @@ def _items(heads, offsets, lengths, deci, span_start, span_len) -> tuple:
     return tuple(items)
 
 
-def decode(obj, *, limits: Optional[WireLimits] = None, request_id=None) -> WireContent:
-    """Decode a payload (dict, JSON str or bytes); the layout checks are the caller's (see module doc)."""
+def decode(obj, *, limits: Optional[Limits] = None, request_id=None) -> WireContent:
+    """Decode a payload (dict, JSON str or bytes) and verify its checksum on the plain values; the
+    layout checks are the caller's (see module doc)."""
     rid = request_id
-    limits = DEFAULT_LIMITS if limits is None else limits
+    limits = resolve_limits(limits)
     obj = _load(obj, limits, rid)
     n, digest, delta, sizes, heads = _header(obj, limits, rid)
     spec = _decode_spec(obj["spec"], rid)
     n_rle, n_runs, n_ts = sizes
     arrays = _decode_arrays(obj["arrays"], rid, 2 * n_rle + 2 * n_runs + 3 * n_ts)
     values, counts, offsets, lengths, deci, span_start, span_len = _split_arrays(arrays, n, sizes, rid)
-    return WireContent(family=obj["family"], convention=obj["convention"], tokenizer_digest=digest, spec=spec,
-                       values=values.astype(np.int32), counts=counts.astype(np.int32),
-                       items=_items(heads, offsets, lengths, deci, span_start, span_len),
-                       mrope_position_delta=delta, checksum=obj["checksum"])
+    content = WireContent(family=obj["family"], convention=obj["convention"], tokenizer_digest=digest, spec=spec,
+                          values=values.astype(np.int32), counts=counts.astype(np.int32),
+                          items=_items(heads, offsets, lengths, deci, span_start, span_len),
+                          mrope_position_delta=delta, checksum=obj["checksum"])
+    actual = checksum(content)
+    if actual != content.checksum:
+        raise WireChecksumError("wire.checksum", content.checksum, actual, request_id=rid,
+                                hint="the payload was altered in transit")
+    return content
+
+
+def checksum(content: WireContent) -> str:
+    """The layout's fingerprint, from plain values: a sha256 of what travels (ids in their canonical
+    run-length form, items with their runs, timestamps and spans, spec, family, convention, tokenizer
+    digest, mRoPE delta). :meth:`HandoffLayout.fingerprint` is this function of the layout."""
+    h = hashlib.sha256()  # hardware-accelerated on current CPUs: ~2x blake2b over the ~45 KB of 384 groups
+    h.update(b"mm-handoff-layout/3\0")
+    h.update(repr((content.family, content.convention, content.tokenizer_digest, content.spec.digest(),
+                   content.mrope_position_delta)).encode())
+    h.update(np.ascontiguousarray(content.values, dtype="<i4").tobytes())
+    h.update(np.ascontiguousarray(content.counts, dtype="<i4").tobytes())
+    for w in content.items:
+        lengths = np.asarray(w.lengths, dtype=np.int64)
+        h.update(repr((w.modality, tuple(w.grid_thw), int(lengths.sum()), w.timestamps is None)).encode())
+        h.update(np.column_stack((np.asarray(w.offsets, dtype=np.int64), lengths)).astype("<i8").tobytes())
+        if w.timestamps is not None:
+            h.update(np.asarray(w.timestamps, dtype="<f8").tobytes())
+            h.update(np.asarray(w.spans, dtype=np.int64).reshape(-1, 2).astype("<i8").tobytes())
+    return h.hexdigest()[:32]

@@ -14,8 +14,8 @@ def derive_layout_naive(token_ids, spec: TokenSpec, *, image_grid_thw=None, vide
     ids = [int(t) for t in token_ids]
     m2 = spec.merge_size ** 2
     groups = []
-    for modality, pad, grids in ((IMAGE, spec.image_pad, normalize_grids(image_grid_thw, "image_grid_thw")),
-                                 (VIDEO, spec.video_pad, normalize_grids(video_grid_thw, "video_grid_thw"))):
+    for modality, pad, grids in ((IMAGE, spec.image_pad, normalize_grids(image_grid_thw, "image_grid_thw", merge_size=spec.merge_size)),
+                                 (VIDEO, spec.video_pad, normalize_grids(video_grid_thw, "video_grid_thw", merge_size=spec.merge_size))):
         need = [t * h * w // m2 for t, h, w in grids]
         pads = [i for i, t in enumerate(ids) if t == pad]
         if len(pads) != sum(need):

@@ -21,11 +21,12 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..checks import check_token_ids
-from ..errors import GridMismatchError
+from ..errors import GridMismatchError, HandoffError
 from ..layout import HandoffLayout, readonly_ids
-from ..spec import TokenSpec, item_lengths, normalize_grids
+from ..spec import REPLACE_WRAPPER, TokenSpec, item_lengths, normalize_grids
 
 __all__ = ["Adapter"]
+
 
 
 class Adapter(abc.ABC):
@@ -78,53 +79,86 @@ class Adapter(abc.ABC):
         return self.derive_layout(ids, image_grid_thw=image_grid_thw, video_grid_thw=video_grid_thw,
                                   mrope=mrope, request_id=request_id)
 
-    def check_prompt(self, layout: HandoffLayout, prompt_token_ids, *, request_id=None) -> None:
-        """Raise unless the un-expanded ``prompt_token_ids`` is the prompt ``layout`` was expanded from.
+    def mrope_delta(self, token_ids, *, image_grid_thw=None, video_grid_thw=None, request_id=None) -> int:
+        """The delta :meth:`mrope_positions` gives (what the prefill side checks a carried delta against);
+        families override it with a cheaper computation."""
+        return int(self.mrope_positions(token_ids, image_grid_thw=image_grid_thw, video_grid_thw=video_grid_thw,
+                                        request_id=request_id)[1])
 
-        The default checks what holds for any family: one placeholder per item, in item order, and
-        the text before the first item and after the last one. Families override it to check every
-        text segment (see :class:`~mm_handoff.adapters.qwen_layout.QwenLayoutAdapter`).
+    def check_prompt(self, layout: HandoffLayout, prompt_token_ids, *, request_id=None) -> None:
+        """Raise unless the un-expanded ``prompt_token_ids``, re-expanded with ``layout``'s items, is
+        exactly ``layout``'s ids (a TokenMismatchError naming the first difference otherwise).
+
+        Placeholders must match the items one for one, in order; the text between them must sit in the
+        layout exactly between the previous item's expansion and the next one's, and nothing else may
+        be there. What a placeholder covers in the prompt and what an item covers in the ids are the
+        family's (:meth:`placeholder_span`, :meth:`expansion_span`); the layout itself guarantees the
+        inside of an item's expansion (its pads, markers and timestamps follow from its ids).
         """
         spec = self.spec
         raw = readonly_ids(prompt_token_ids, "prompt_token_ids")
-        places = np.flatnonzero((raw == spec.image_pad) | (raw == spec.video_pad))
-        kinds = ["image" if raw[p] == spec.image_pad else "video" for p in places.tolist()]
+        places = np.flatnonzero((raw == spec.image_pad) | (raw == spec.video_pad)).tolist()
+        kinds = ["image" if raw[p] == spec.image_pad else "video" for p in places]
         if kinds != [item.modality for item in layout.items]:
             raise GridMismatchError("prompt placeholders", [i.modality for i in layout.items], kinds,
                                     request_id=request_id, hint="the prompt is not the one the encoder expanded")
-        if not layout.items:
-            check_token_ids(layout.token_ids, raw, request_id=request_id)
-            return
-        first, last = layout.items[0].runs[0].offset, layout.items[-1].runs[-1].end
-        head = raw[:int(places[0])]
-        tail = raw[int(places[-1]) + 1:]
-        check_token_ids(layout.token_ids[:min(len(head), first)], head[:first], request_id=request_id,
-                        field="prompt text before the first item")
-        ids_tail = layout.token_ids[last:]
-        check_token_ids(ids_tail[len(ids_tail) - min(len(tail), len(ids_tail)):],
-                        tail[len(tail) - min(len(tail), len(ids_tail)):], request_id=request_id,
-                        field="prompt text after the last item")
+        ids = layout.token_ids
+        cursor = anchor = 0  # where the next text segment starts, in the prompt and in the layout's ids
+        for k, (p, item) in enumerate(zip(places, layout.items)):
+            lo, hi = self.placeholder_span(raw, p, item.modality, cursor, layout.convention)
+            start, end = self.expansion_span(layout, k, request_id=request_id)
+            check_token_ids(ids[anchor:start], raw[cursor:lo], request_id=request_id,
+                            field="prompt text before the first item" if k == 0 else f"prompt text before item {k}")
+            cursor, anchor = hi, end
+        check_token_ids(ids[anchor:], raw[cursor:], request_id=request_id,
+                        field="prompt text after the last item" if layout.items else "prompt text")
 
-    def stock_token_ids(self, prompt_token_ids, *, image_grid_thw=None, video_grid_thw=None,
+    def placeholder_span(self, raw: np.ndarray, p: int, modality: str, cursor: int, convention: str) -> tuple:
+        """``[lo, hi)`` of the prompt that the placeholder at ``p`` stands for: the pad alone, except
+        that a video placeholder takes its ``<|vision_start|>``/``<|vision_end|>`` with it under
+        ``replace_wrapper`` (the processor replaces the whole trio, or a bare pad)."""
+        spec = self.spec
+        if modality == "video" and convention == REPLACE_WRAPPER and cursor <= p - 1 and p + 1 < len(raw) \
+                and raw[p - 1] == spec.vision_start and raw[p + 1] == spec.vision_end:
+            return p - 1, p + 2
+        return p, p + 1
+
+    def expansion_span(self, layout: HandoffLayout, k: int, *, request_id=None) -> tuple:
+        """``[start, end)`` of the layout's ids that item ``k`` expanded to, in the layout the contract
+        describes: an image, its pads; a video, from its first group's timestamp text to its last group's
+        ``<|vision_end|>``. Without timestamps (no timestamp vocabulary) the text before the first group
+        cannot be told from the prompt's, so the check refuses instead of guessing."""
+        item = layout.items[k]
+        if item.modality != "video":
+            return item.runs[0].offset, item.runs[-1].end
+        if item.timestamps is None:
+            raise HandoffError(f"items[{k}].timestamps", "the video's timestamps, to check the raw prompt it "
+                               "was expanded from", None, request_id=request_id,
+                               hint=f"{self.family}'s timestamp ids are not known without its tokenizer; "
+                               "pass the expanded prompt instead")
+        return item.timestamp_spans[0][0], item.runs[-1].end + 1
+
+    def stock_token_ids(self, prompt_token_ids, *, image_grid_thw=None, video_grid_thw=None, limits=None,
                         request_id=None) -> np.ndarray:
         """What a stock prefill that ignores the layout builds: each placeholder becomes one pad run.
 
         This is TensorRT-LLM's ``build_disagg_prefill_multimodal_inputs`` layout (no timestamps, no
-        per-group markers); the demo, the CLI and the tests use it to show what goes wrong.
+        per-group markers); the demo, the CLI and the tests use it to show what goes wrong. The grids
+        are bounded by ``limits`` (:class:`~mm_handoff.limits.Limits`) before anything is expanded.
         """
         ids = readonly_ids(prompt_token_ids, "prompt_token_ids")
         spec = self.spec
-        counts = iter(item_lengths(normalize_grids(image_grid_thw, "image_grid_thw"), spec.merge_size))
-        vcounts = iter(item_lengths(normalize_grids(video_grid_thw, "video_grid_thw"), spec.merge_size))
+        image = item_lengths(normalize_grids(image_grid_thw, "image_grid_thw", merge_size=spec.merge_size,
+                                             limits=limits), spec.merge_size)
+        video = item_lengths(normalize_grids(video_grid_thw, "video_grid_thw", merge_size=spec.merge_size,
+                                             limits=limits), spec.merge_size)
         reps = np.ones(len(ids), dtype=np.int64)
-        try:
-            for p in np.flatnonzero(ids == spec.image_pad).tolist():
-                reps[p] = next(counts)
-            for p in np.flatnonzero(ids == spec.video_pad).tolist():
-                reps[p] = next(vcounts)
-        except StopIteration:
-            raise GridMismatchError("placeholders", "one grid per placeholder", "more placeholders than grids",
-                                    request_id=request_id) from None
+        for pad, counts, field in ((spec.image_pad, image, "image"), (spec.video_pad, video, "video")):
+            places = np.flatnonzero(ids == pad)
+            if len(places) != len(counts):
+                raise GridMismatchError(f"{field} placeholders", f"{len(counts)} (one per {field} grid)", len(places),
+                                        request_id=request_id)
+            reps[places] = counts
         result = np.repeat(ids, reps).astype(np.int32)
         result.flags.writeable = False
         return result

@@ -14,19 +14,19 @@ Images expand ``<|image_pad|>`` to ``t*h*w/merge^2`` pads in every version; mark
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from .._cache import ByteBoundedCache
 from ..derive import derive_layout
 from ..errors import GridMismatchError, HandoffError, SkewError
-from ..checks import check_token_ids
 from ..layout import HandoffLayout, readonly_ids
-from ..mrope import mrope_positions
-from ..spec import CONVENTIONS, PAD_ONLY, REPLACE_WRAPPER, TimestampVocab, TokenSpec, item_lengths, normalize_grids
+from ..mrope import mrope_delta, mrope_positions
+from ..spec import (CONVENTIONS, PAD_ONLY, REPLACE_WRAPPER, TimestampVocab, TokenSpec, item_lengths, normalize_grids,
+                    strict_int)
 from .base import Adapter
-from .timestamps import calculate_timestamps, format_timestamp, metadata_fields
+from .timestamps import MAX_SECONDS, calculate_timestamps, format_timestamp, metadata_fields
 
 __all__ = ["QwenLayoutAdapter", "detect_convention", "QWEN_TIMESTAMP_DIGITS"]
 
@@ -85,7 +85,15 @@ def _tok_id(tokenizer, token: str) -> Optional[int]:
     unk = getattr(tokenizer, "unk_token_id", None)
     if value is None or (unk is not None and value == unk):
         return None
-    return int(value)
+    return _strict(value, f"tokenizer id of {token}")
+
+
+def _strict(value, field: str) -> int:
+    """An id or size from a tokenizer or config, as a plain int; 1.5 or "7" is an error, never truncated."""
+    try:
+        return strict_int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise HandoffError(field, "an int", value, hint="the tokenizer or config is not the family's") from None
 
 
 def _timestamp_vocab_from_tokenizer(tokenizer) -> Optional[TimestampVocab]:
@@ -123,12 +131,16 @@ class QwenLayoutAdapter(Adapter):
         for key, default in self.default_ids.items():
             from_config = _cfg(config, _CONFIG_NAMES[key]) if config is not None else None
             from_tok = _tok_id(tokenizer, _SPECIAL_NAMES[key]) if tokenizer is not None else None
-            if from_config is not None and from_tok is not None and int(from_config) != from_tok:
+            if from_config is not None:
+                from_config = _strict(from_config, f"config.{_CONFIG_NAMES[key]}")
+            if from_config is not None and from_tok is not None and from_config != from_tok:
                 raise SkewError(f"{key} id", f"{from_config} (config)", f"{from_tok} (tokenizer)",
                                 hint="config and tokenizer come from different checkpoints")
-            ids[key] = int(from_config if from_config is not None else from_tok if from_tok is not None else default)
-        merge = int(_cfg(config, "spatial_merge_size", "merge_size", default=self.default_merge_size))
-        temporal = int(_cfg(config, "temporal_patch_size", default=self.default_temporal_patch_size)) \
+            ids[key] = from_config if from_config is not None else from_tok if from_tok is not None else default
+        merge = _strict(_cfg(config, "spatial_merge_size", "merge_size", default=self.default_merge_size),
+                        "config.spatial_merge_size")
+        temporal = _strict(_cfg(config, "temporal_patch_size", default=self.default_temporal_patch_size),
+                           "config.temporal_patch_size") \
             if self.fixed_convention is None else self.default_temporal_patch_size
         if tokenizer is not None:
             vocab = _timestamp_vocab_from_tokenizer(tokenizer)
@@ -154,28 +166,35 @@ class QwenLayoutAdapter(Adapter):
         if config is not None:
             text = getattr(config, "text_config", None)
             hidden = getattr(text, "hidden_size", None) if text is not None else getattr(config, "hidden_size", None)
-        self.hidden_size = int(hidden) if hidden is not None else (self.default_hidden_size if config is None else None)
+        self.hidden_size = _strict(hidden, "config.hidden_size") if hidden is not None else (
+            self.default_hidden_size if config is None else None)
         self._tokenizer = tokenizer
-        self._ts_cache: dict = {}
-        self._ts_lock = threading.Lock()
+        # ``<t seconds>`` -> ids: a few bytes each, kept up to 256 KiB (a long video has ~1 KiB of them)
+        self._ts_cache = ByteBoundedCache(max_bytes=256 << 10, max_item_bytes=256)
 
     # ------------------------------------------------------------------ layout / mRoPE
     def derive_layout(self, token_ids, *, image_grid_thw=None, video_grid_thw=None, mrope: bool = True,
-                      request_id=None) -> HandoffLayout:
+                      limits=None, request_id=None) -> HandoffLayout:
         return derive_layout(token_ids, self.spec, image_grid_thw=image_grid_thw, video_grid_thw=video_grid_thw,
                              family=self.family, convention=self.convention, mrope=mrope,
-                             tokenizer_digest=self.tokenizer_digest, request_id=request_id)
+                             tokenizer_digest=self.tokenizer_digest, limits=limits, request_id=request_id)
 
-    def mrope_positions(self, token_ids, *, image_grid_thw=None, video_grid_thw=None, request_id=None):
+    def mrope_positions(self, token_ids, *, image_grid_thw=None, video_grid_thw=None, limits=None,
+                        request_id=None):
         return mrope_positions(token_ids, self.spec, image_grid_thw=image_grid_thw, video_grid_thw=video_grid_thw,
-                               request_id=request_id)
+                               limits=limits, request_id=request_id)
+
+    def mrope_delta(self, token_ids, *, image_grid_thw=None, video_grid_thw=None, limits=None,
+                    request_id=None) -> int:
+        return mrope_delta(token_ids, self.spec, image_grid_thw=image_grid_thw, video_grid_thw=video_grid_thw,
+                           limits=limits, request_id=request_id)
 
     # ---------------------------------------------------------------------- rebuild
     def timestamp_ids(self, text: str) -> np.ndarray:
-        """Token ids of one ``<t seconds>`` string (cached; special tokens isolate it)."""
-        ids = self._ts_cache.get(text)
-        if ids is not None:
-            return ids
+        """Token ids of one ``<t seconds>`` string (cached, bounded; special tokens isolate it)."""
+        return self._ts_cache.get(text, lambda: self._spell(text))
+
+    def _spell(self, text: str) -> np.ndarray:
         vocab = self.spec.timestamps
         if self._tokenizer is not None:
             ids = self._tokenizer.encode(text, add_special_tokens=False)
@@ -187,8 +206,7 @@ class QwenLayoutAdapter(Adapter):
             raise HandoffError("tokenizer", "a tokenizer to spell timestamps", None,
                                hint=f"{self.family}'s timestamp ids are not known without its tokenizer")
         arr = np.asarray(ids, dtype=np.int32)
-        with self._ts_lock:
-            self._ts_cache[text] = arr
+        arr.flags.writeable = False
         return arr
 
     def video_timestamps(self, metadata, index: int = 0, *, request_id=None) -> list:
@@ -199,7 +217,13 @@ class QwenLayoutAdapter(Adapter):
                                request_id=request_id,
                                hint="pass the processor's returned metadata (return_metadata=True)")
         fps = 24 if meta["fps"] is None else meta["fps"]
-        return calculate_timestamps(meta["frames_indices"], fps, self.spec.temporal_patch_size)
+        seconds = calculate_timestamps(meta["frames_indices"], fps, self.spec.temporal_patch_size)
+        late = [s for s in seconds if not 0 <= s < MAX_SECONDS]
+        if late:
+            raise HandoffError(f"video_metadata[{index}].fps", f"a frame rate that puts every frame within "
+                               f"{MAX_SECONDS:.0f} s", fps, request_id=request_id,
+                               hint=f"a group would be printed at {late[0]!r} s")
+        return seconds
 
     def _video_chunk(self, grid, metadata, index: int, request_id) -> np.ndarray:
         t, h, w = grid
@@ -220,11 +244,11 @@ class QwenLayoutAdapter(Adapter):
         return np.concatenate(parts)
 
     def rebuild_token_ids(self, prompt_token_ids, *, image_grid_thw=None, video_grid_thw=None,
-                          video_metadata: Optional[Sequence] = None, request_id=None) -> np.ndarray:
+                          video_metadata: Optional[Sequence] = None, limits=None, request_id=None) -> np.ndarray:
         ids = readonly_ids(prompt_token_ids, "prompt_token_ids")
         spec = self.spec
-        image_grids = normalize_grids(image_grid_thw, "image_grid_thw")
-        video_grids = normalize_grids(video_grid_thw, "video_grid_thw")
+        image_grids = normalize_grids(image_grid_thw, "image_grid_thw", merge_size=spec.merge_size, limits=limits)
+        video_grids = normalize_grids(video_grid_thw, "video_grid_thw", merge_size=spec.merge_size, limits=limits)
         places = np.flatnonzero((ids == spec.image_pad) | (ids == spec.video_pad))
         kinds = ids[places]
         n_img = int((kinds == spec.image_pad).sum())
@@ -235,13 +259,15 @@ class QwenLayoutAdapter(Adapter):
         if n_vid != len(video_grids):
             raise GridMismatchError("video placeholders", f"{len(video_grids)} (one per video grid)", n_vid,
                                     request_id=request_id)
+        if video_metadata is not None and not isinstance(video_metadata, (list, tuple)):
+            raise HandoffError("video_metadata", "a list with one entry per video", type(video_metadata).__name__,
+                               request_id=request_id)
         metas = list(video_metadata) if video_metadata is not None else []
         if len(metas) != n_vid:
             raise HandoffError("video_metadata", f"{n_vid} entries (one per video)", len(metas),
                                request_id=request_id)
         img_len = item_lengths(image_grids, spec.merge_size)
         out, cursor, i_img, i_vid = [], 0, 0, 0
-        trio = self.convention == REPLACE_WRAPPER
         for p in places.tolist():
             if ids[p] == spec.image_pad:
                 out.append(ids[cursor:p])
@@ -249,10 +275,7 @@ class QwenLayoutAdapter(Adapter):
                 cursor = p + 1
                 i_img += 1
                 continue
-            lo, hi = p, p + 1
-            if trio and p > 0 and p + 1 < len(ids) and ids[p - 1] == spec.vision_start \
-                    and ids[p + 1] == spec.vision_end and p - 1 >= cursor:
-                lo, hi = p - 1, p + 2
+            lo, hi = self.placeholder_span(ids, p, "video", cursor, self.convention)
             out.append(ids[cursor:lo])
             out.append(self._video_chunk(video_grids[i_vid], metas[i_vid], i_vid, request_id))
             cursor = hi
@@ -261,40 +284,3 @@ class QwenLayoutAdapter(Adapter):
         result = np.concatenate(out).astype(np.int32, copy=False)
         result.flags.writeable = False
         return result
-
-    def check_prompt(self, layout: HandoffLayout, prompt_token_ids, *, request_id=None) -> None:
-        """The un-expanded prompt is the one ``layout`` was expanded from; else TokenMismatchError.
-
-        The prompt's text between placeholders must sit in the layout exactly where expansion puts
-        it: the first segment at the start, each later one right after the previous item (an image's
-        last pad, a video's last ``<|vision_end|>``). Needs no tokenizer and no timestamps, so it
-        also holds where the timestamp ids are unknown. ``replace_wrapper`` video placeholders take
-        their template markers with them, as the processor does.
-        """
-        spec = self.spec
-        raw = readonly_ids(prompt_token_ids, "prompt_token_ids")
-        places = np.flatnonzero((raw == spec.image_pad) | (raw == spec.video_pad)).tolist()
-        kinds = ["image" if raw[p] == spec.image_pad else "video" for p in places]
-        if kinds != [item.modality for item in layout.items]:
-            raise GridMismatchError("prompt placeholders", [i.modality for i in layout.items], kinds,
-                                    request_id=request_id, hint="the prompt is not the one the encoder expanded")
-        ids = layout.token_ids
-        trio = layout.convention == REPLACE_WRAPPER
-        cursor, anchor = 0, 0
-        for p, kind, item in list(zip(places, kinds, layout.items)) + [(len(raw), None, None)]:
-            lo, hi = cursor, p
-            if kind == "video" and trio and p > lo and raw[p - 1] == spec.vision_start \
-                    and p + 1 < len(raw) and raw[p + 1] == spec.vision_end:
-                hi = p - 1
-            segment = raw[lo:hi]
-            check_token_ids(segment, ids[anchor:anchor + len(segment)], request_id=request_id,
-                            field=f"prompt text at {anchor}")
-            if item is None:
-                if anchor + len(segment) != len(ids):
-                    check_token_ids(ids[anchor:], segment, request_id=request_id, field=f"prompt text at {anchor}")
-                break
-            last = item.runs[-1]
-            anchor = last.end + (1 if kind == "video" else 0)
-            cursor = p + 1
-            if kind == "video" and trio and cursor < len(raw) and raw[cursor] == spec.vision_end and hi == p - 1:
-                cursor += 1

@@ -9,13 +9,22 @@ expression and its order are kept exactly. The caller's metadata is never mutate
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Optional
 
 import numpy as np
 
 from ..errors import HandoffError
 
-__all__ = ["calculate_timestamps", "format_timestamp", "sample_frame_indices", "metadata_fields"]
+__all__ = ["calculate_timestamps", "format_timestamp", "sample_frame_indices", "metadata_fields", "MAX_SECONDS",
+           "MAX_FRAMES"]
+
+#: the latest group a prompt can print: ``<9999999.9 seconds>`` (7 integer digits, what the reader reads)
+MAX_SECONDS = 9_999_999.9
+#: the most frame indices one video's metadata may list (768 is the processor's own maximum)
+MAX_FRAMES = 1 << 15
+#: the largest frame index (an int32, like the ids)
+_MAX_INDEX = 2**31 - 1
 
 
 def calculate_timestamps(indices, video_fps: float, merge_size: int) -> list:
@@ -51,18 +60,31 @@ def metadata_fields(metadata: Any, index: int, *, request_id=None) -> dict:
     if metadata is None:
         raise HandoffError(field, "video metadata (fps, frames_indices)", None, request_id=request_id,
                            hint="timestamps cannot be rebuilt without it")
-    get = metadata.get if isinstance(metadata, Mapping) else (lambda k, d=None: getattr(metadata, k, d))
-    fps = get("fps", None)
+    try:
+        get = metadata.get if isinstance(metadata, Mapping) else (lambda k, d=None: getattr(metadata, k, d))
+        fps, indices, total = get("fps", None), get("frames_indices", None), get("total_num_frames", None)
+        if indices is not None and not isinstance(indices, (list, tuple)):
+            indices = indices.tolist() if hasattr(indices, "tolist") else indices
+    except Exception as exc:  # a mapping or object that fails when read
+        raise HandoffError(field, "readable video metadata (fps, frames_indices)", f"{type(exc).__name__}: {exc}",
+                           request_id=request_id) from exc
     if fps is not None:
-        if isinstance(fps, bool) or not isinstance(fps, (int, float, np.floating, np.integer)) or not fps > 0:
-            raise HandoffError(f"{field}.fps", "a positive number or None", fps, request_id=request_id)
-        fps = float(fps) if not isinstance(fps, int) else fps
-    indices = get("frames_indices", None)
+        if isinstance(fps, bool) or not isinstance(fps, (int, float, np.floating, np.integer)) \
+                or not (math.isfinite(float(fps)) and fps > 0):
+            raise HandoffError(f"{field}.fps", "a positive, finite number or None", fps, request_id=request_id)
+        fps = float(fps) if not isinstance(fps, int) else int.__index__(fps)
     if indices is not None:
-        indices = list(indices.tolist() if hasattr(indices, "tolist") else indices)
-        if not indices or any(isinstance(i, bool) or not isinstance(i, (int, np.integer)) or i < 0 for i in indices):
-            raise HandoffError(f"{field}.frames_indices", "a non-empty list of non-negative ints",
-                               indices[:8], request_id=request_id)
+        if not isinstance(indices, (list, tuple)) or not 0 < len(indices) <= MAX_FRAMES:
+            raise HandoffError(f"{field}.frames_indices", f"a list of 1 to {MAX_FRAMES} frame indices",
+                               type(indices).__name__ if not isinstance(indices, (list, tuple)) else len(indices),
+                               request_id=request_id)
+        if any(type(i) is not int and type(i) not in _NP_INTS for i in indices) \
+                or not all(0 <= i <= _MAX_INDEX for i in indices):
+            raise HandoffError(f"{field}.frames_indices", f"ints in [0, {_MAX_INDEX}]", indices,
+                               request_id=request_id)
         indices = [int(i) for i in indices]
-    total = get("total_num_frames", None)
     return {"fps": fps, "frames_indices": indices, "total_num_frames": total}
+
+
+_NP_INTS = tuple(np.sctypeDict[name] for name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                                                  "uint64"))

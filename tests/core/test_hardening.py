@@ -159,13 +159,10 @@ def test_from_wire_garbage_text(text):
 
 
 def _as_ids(value):
-    """The oracle's reading of token ids: a list of ints in int32 range (bools count as ints only
-    beside real ints, as numpy promotes them), else None."""
-    if not isinstance(value, list) or not all(type(v) in (int, bool) for v in value):
+    """The oracle's reading of token ids: a list of ints in int32 range (a bool is never an id), else None."""
+    if not isinstance(value, list) or not all(type(v) is int for v in value):
         return None
-    if value and all(type(v) is bool for v in value):
-        return None
-    ids = [int(v) for v in value]
+    ids = list(value)
     return ids if all(0 <= v <= 2**31 - 1 for v in ids) else None
 
 

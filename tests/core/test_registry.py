@@ -22,9 +22,21 @@ class Explicit(Derived):
     pass
 
 
+class Tagged(Qwen3VLAdapter):
+    """A real adapter that remembers which factory built it: ``adapter[0]`` is the tag, ``[1]``/``[2]``
+    the tokenizer and config it was given (the registry accepts only what follows the protocol)."""
+
+    def __init__(self, tag, tokenizer, config):
+        super().__init__(convention="pad_only")
+        self._seen = (tag, tokenizer, config)
+
+    def __getitem__(self, i):
+        return self._seen[i]
+
+
 def factory_for(tag):
     def factory(*, tokenizer=None, config=None):
-        return (tag, tokenizer, config)
+        return Tagged(tag, tokenizer, config)
     return factory
 
 

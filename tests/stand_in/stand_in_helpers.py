@@ -1,7 +1,8 @@
 """Test helpers for the TensorRT-LLM stand-in (NOT part of the mirrored package).
 
 * ``FakeTokenizer``: character-level tokenizer that knows the Qwen3-VL special
-  tokens; callable like an HF tokenizer (``tok(text, return_tensors=...)`` ->
+  tokens and, like the real Qwen3 tokenizer, spells `` seconds`` as one token (6486), so the
+  timestamp text ``<t seconds>`` is one token per character plus that one; callable like an HF tokenizer (``tok(text, return_tensors=...)`` ->
   object with ``.input_ids`` of shape ``[1, L]``), plus ``encode``.
 * ``make_qwen3vl_config(...)``: a ``SimpleNamespace`` config with the fields the
   stand-in reads (the Qwen3-VL ids of the released configs and tokenizer: vision_start
@@ -33,7 +34,9 @@ SPECIAL_TOKENS = {
     "<|image_pad|>": IMAGE_PAD,
     "<|video_pad|>": VIDEO_PAD,
 }
-_SPECIAL_RE = re.compile("(" + "|".join(re.escape(s) for s in SPECIAL_TOKENS) + ")")
+#: words the real Qwen3 vocabulary holds as one token, which the timestamp text uses
+WORD_TOKENS = {" seconds": 6486}
+_SPECIAL_RE = re.compile("(" + "|".join(re.escape(s) for s in [*SPECIAL_TOKENS, *WORD_TOKENS]) + ")")
 _CHAR_BASE = 1000
 
 
@@ -49,6 +52,8 @@ class FakeTokenizer:
                 continue
             if piece in SPECIAL_TOKENS:
                 ids.append(SPECIAL_TOKENS[piece])
+            elif piece in WORD_TOKENS:
+                ids.append(WORD_TOKENS[piece])
             else:
                 ids.extend(_CHAR_BASE + ord(c) for c in piece)
         return ids

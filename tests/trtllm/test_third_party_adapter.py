@@ -18,9 +18,12 @@ PLUGIN = textwrap.dedent("""
     from mm_handoff.adapters.base import Adapter
     from mm_handoff.derive import derive_layout
     from mm_handoff.mrope import mrope_positions
-    from mm_handoff.spec import PAD_ONLY, TokenSpec
+    from mm_handoff.spec import PAD_ONLY, TimestampVocab, TokenSpec
 
-    SPEC = TokenSpec(image_pad=151655, video_pad=151656, vision_start=151652, vision_end=151653)
+    # the stand-in tokenizer's ids: specials as in Qwen3-VL, characters at 1000 + ord(c), " seconds" 6486
+    SPEC = TokenSpec(image_pad=151655, video_pad=151656, vision_start=151652, vision_end=151653,
+                     timestamps=TimestampVocab(open=1060, close=1062, dot=1046, seconds=6486,
+                                               digits=range(1048, 1058)))
     CALLS = []
 
 
@@ -134,4 +137,4 @@ def test_entry_point_adapter_runs_through_the_glue(tmp_path):
     assert report["pd_prompt_is_encoder_prompt"] and report["tokens_equal_aggregated"]
     assert report["calls"] == ["derive_layout", "factory"]
     assert report["broken"] == ["adapter.check_prompt", 77, "TypeError"]
-    assert report["broken_fallback_prompt_len"] == report["encoder_prompt_len"] - 30
+    assert report["broken_fallback_prompt_len"] == report["encoder_prompt_len"] - 16  # 2 timestamps, 2 markers
