@@ -30,10 +30,27 @@ _STOCK_HINT = ("the prefill side likely rebuilt the prompt from text (one pad ru
                "ship the encoder's layout or rebuild it with the family adapter")
 
 
-def _count(value, field: str, request_id) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise MropeLengthError(field, "a non-negative int", value, request_id=request_id)
-    return int(value)
+#: the largest count (a length, an index, a row count) any check reads: far beyond any prompt
+_MAX_COUNT = 2**62
+
+
+def _plain_count(value):
+    """A plain int in ``[0, 2**62]`` for ints and numpy ints (read without calling methods an int
+    subclass overrides); None for anything else."""
+    if type(value) is int or (isinstance(value, int) and not isinstance(value, bool)):
+        value = int.__index__(value)
+    elif isinstance(value, np.integer):
+        value = int(value)
+    else:
+        return None
+    return value if 0 <= value <= _MAX_COUNT else None
+
+
+def _count(value, field: str, request_id, error=MropeLengthError) -> int:
+    count = _plain_count(value)
+    if count is None:
+        raise error(field, "a non-negative int", value, request_id=request_id)
+    return count
 
 
 def shape_of(value, *, field: str = "mrope_position_ids.shape", request_id=None) -> tuple:
@@ -42,16 +59,20 @@ def shape_of(value, *, field: str = "mrope_position_ids.shape", request_id=None)
     Anything else (floats, strings, bytes, negative sizes, a handle without ``tensor_size``) raises
     a :class:`MropeLengthError` naming ``field``.
     """
-    if isinstance(value, dict):
-        value = value.get("tensor_size")
-    shape = getattr(value, "shape", None)
-    if shape is None:
-        shape = value
-    dims = tuple(shape) if isinstance(shape, (list, tuple)) else None  # torch.Size is a tuple
-    if dims is None or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
-                               for d in dims):
-        raise MropeLengthError(field, "a shape of non-negative ints", shape, request_id=request_id)
-    return tuple(int(d) for d in dims)
+    try:
+        if isinstance(value, dict):
+            value = dict.get(value, "tensor_size")  # dict's own get: a subclass's cannot interfere
+        shape = getattr(value, "shape", None)
+        if shape is None:
+            shape = value
+        dims = tuple(shape) if isinstance(shape, (list, tuple)) and len(shape) <= 8 else None  # torch.Size: a tuple
+    except Exception:  # an object whose attributes or iteration fail
+        dims = shape = None
+    counts = None if dims is None else [_plain_count(d) for d in dims]
+    if counts is None or None in counts:
+        raise MropeLengthError(field, "a shape of non-negative ints", shape if dims is None else dims,
+                               request_id=request_id)
+    return tuple(counts)
 
 
 def check_mrope_slice(mrope_position_ids_or_shape, prompt_len: int, *, begin: int = 0,
@@ -107,10 +128,7 @@ def check_grid(layout: HandoffLayout, *, request_id=None) -> None:
 def check_embedding_rows(layout: HandoffLayout, embedding_rows, *, request_id=None) -> None:
     """Pads vs the encoder's rows: a total, or one count per item in prompt order."""
     def as_count(value):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise EmbeddingCountError("embedding_rows", "an int row count (or a list of them)", value,
-                                      request_id=request_id)
-        return int(value)
+        return _count(value, "embedding_rows", request_id, EmbeddingCountError)
 
     if not isinstance(embedding_rows, (list, tuple, np.ndarray)):
         rows = as_count(embedding_rows)

@@ -261,7 +261,10 @@ def _header(obj: dict, limits: Limits, rid) -> tuple:
         delta = _int(delta, "mrope_position_delta", rid, low=-(2**62), high=2**62)
     sizes = _dict(obj["sizes"], "sizes", _SIZE_KEYS, rid)
     n_rle = _int(sizes["rle"], "sizes.rle", rid, low=1, high=n)
-    n_runs = _int(sizes["runs"], "sizes.runs", rid, low=0, high=min(limits.max_runs, n))
+    n_runs = _int(sizes["runs"], "sizes.runs", rid, low=0, high=n)
+    if n_runs > limits.max_runs:
+        raise WireLimitError("wire.sizes.runs", f"at most {limits.max_runs} pad runs (limits.max_runs)", n_runs,
+                             request_id=rid)
     n_ts = _int(sizes["timestamps"], "sizes.timestamps", rid, low=0, high=n_runs)
     heads = [_decode_item(k, v, rid) for k, v in enumerate(_list(obj["items"], "items", rid, limits.max_items))]
     if sum(h[2] for h in heads) != n_runs:

@@ -1,0 +1,344 @@
+"""Adversarial inputs, one test per class of lie: payloads whose checksum is recomputed to match, grids and
+metadata that describe gigabytes, exotic objects, silent coercions and hostile plugins. Every input ends in
+a typed HandoffError naming its field (or in the correct answer), printed in under 1,000 characters,
+within 1 s and 100 MiB (``adversary.answer`` holds every call to those bounds)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import attrs
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from adversary import answer, content_of, forged, refused, resealed, with_item
+from handoff_strategies import prompts
+from mm_handoff import HandoffError, HandoffLayout, LayoutError, SkewError, accept_layout, get_adapter
+from mm_handoff import layout as layout_module
+from mm_handoff.adapters import FAMILIES, Qwen3VLAdapter
+from mm_handoff.errors import (AdapterError, AdapterRegistrationError, GridMismatchError, TokenMismatchError,
+                               WireChecksumError, WireFormatError, WireLimitError)
+from mm_handoff.limits import Limits
+from mm_handoff.mrope import PATTERNS, mrope_positions
+from mm_handoff.registry import AdapterRegistry
+from mm_handoff.spec import TokenSpec
+
+ADAPTER = Qwen3VLAdapter(convention="pad_only")
+S = ADAPTER.spec
+TEXT = [100, 101, 102]
+RAW = [*TEXT, S.vision_start, S.video_pad, S.vision_end, 103, S.vision_start, S.image_pad, S.vision_end, 104]
+VIDEO, IMAGE = [(2, 4, 4)], [(1, 4, 4)]
+META = [{"fps": 2.0, "frames_indices": [0, 1, 2, 3]}]
+IDS = ADAPTER.rebuild_token_ids(RAW, image_grid_thw=IMAGE, video_grid_thw=VIDEO, video_metadata=META)
+LAYOUT = ADAPTER.derive_layout(IDS, image_grid_thw=IMAGE, video_grid_thw=VIDEO)  # carries its mRoPE delta
+SHAPES = [(n, ADAPTER.handle_row_width) for n in LAYOUT.multimodal_embedding_lengths]
+
+
+def accept(payload, **kw):
+    kw.setdefault("prompt_token_ids", RAW)
+    kw.setdefault("embedding_shapes", SHAPES)
+    return accept_layout(payload, ADAPTER, request_id="r1", **kw)
+
+
+def test_the_honest_handoff_is_accepted():
+    """The baseline every lie below departs from (so a refusal below is the lie's, not the set-up's)."""
+    back, exc = answer(lambda: accept(LAYOUT.to_wire(), image_grid_thw=IMAGE, video_grid_thw=VIDEO))
+    assert exc is None and back == LAYOUT and LAYOUT.items[0].timestamps == (0.2, 1.2)
+
+
+def _shifted(item, at: int, by: int):
+    """An item's runs and spans with every position >= ``at`` moved by ``by`` (an id inserted before them)."""
+    off = np.where(item.offsets >= at, item.offsets + by, item.offsets)
+    spans = None if item.spans is None else np.where(item.spans >= at, item.spans + by, item.spans)
+    return attrs.evolve(item, offsets=off, spans=spans)
+
+
+def _inserted(content, at: int, token: int):
+    ids = np.insert(LAYOUT.token_ids, at, token)
+    return forged(content, ids, [_shifted(w, at, 1) for w in content.items])
+
+
+# ---------------------------------------------------------------- 1. claims checked against the ids
+def test_claims_are_checked_against_the_ids():
+    c = content_of(LAYOUT)
+    video = c.items[0]
+    end0 = int(video.offsets[0] + video.lengths[0])  # group 0's <|vision_end|>
+    digit = int(video.spans[1][0]) + 1  # group 1's first digit ('1' of "<1.2 seconds>")
+    relabelled = LAYOUT.token_ids.copy()
+    relabelled[digit] = S.timestamps.digits[7]  # the text now says 7.2, the claim still 1.2
+    lies = [
+        (resealed(c, items=with_item(c, 0, timestamps=np.array([9.0, 3.0]))), "items[0].timestamps[0]"),
+        (resealed(c, items=with_item(c, 0, spans=np.array([[0, 1], [0, 1]]))), "items[0].timestamp_spans[0]"),
+        (forged(c, relabelled, c.items), "items[0].timestamps[1]"),
+        (_inserted(c, end0 + 1, 777), "items[0].token_ids between groups 0 and 1"),  # a foreign token
+        (_inserted(c, digit, S.timestamps.digits[0]), "items[0].timestamps"),  # "<01.2 seconds>": not :.1f
+        (resealed(c, mrope_position_delta=10**9), "mrope_position_delta"),
+        (resealed(c, items=with_item(c, 1, grid_thw=(1, 8, 2))), "mrope_position_delta"),  # same pads, other delta
+    ]
+    for payload, field in lies:
+        refused(lambda: accept(payload), field=field)
+    transposed = resealed(c, items=with_item(c, 1, grid_thw=(1, 4, 4)))  # the honest grid: accepted
+    assert answer(lambda: accept(transposed, image_grid_thw=IMAGE))[0] == LAYOUT
+    wide = TokenSpec(**{**S.as_dict(), "timestamps": S.timestamps})
+    other = ADAPTER.derive_layout(ADAPTER.rebuild_token_ids(
+        RAW, image_grid_thw=[(1, 4, 8)], video_grid_thw=VIDEO, video_metadata=META),
+        image_grid_thw=[(1, 4, 8)], video_grid_thw=VIDEO)
+    assert other.spec == wide
+    swapped = resealed(content_of(other), items=with_item(content_of(other), 1, grid_thw=(1, 8, 4)))
+    # (1, 8, 4) has the pads and the delta of (1, 4, 8): only this request's own grids tell them apart
+    refused(lambda: accept_layout(swapped, ADAPTER, image_grid_thw=[(1, 4, 8)], video_grid_thw=VIDEO),
+            GridMismatchError, "image_grid_thw")
+
+
+# ---------------------------------------------------------------- 2. the carried spec is this side's
+def test_the_carried_spec_must_equal_this_sides():
+    c = content_of(LAYOUT)
+    merge1 = TokenSpec(**{**S.as_dict(), "timestamps": S.timestamps, "merge_size": 1})
+    no_vocab = TokenSpec(**{**S.as_dict(), "timestamps": None})
+    lies = [
+        # a spec that changes how pads map to rows, with grids that agree with it (a consistent lie)
+        (resealed(c, spec=merge1, items=(with_item(c, 0, grid_thw=(2, 2, 2))[0], with_item(c, 1, grid_thw=(1, 2, 2))[1]),
+                  mrope_position_delta=None), SkewError, "spec.merge_size"),
+        (resealed(c, spec=no_vocab, items=tuple(attrs.evolve(w, timestamps=None, spans=None) for w in c.items)),
+         SkewError, "spec.timestamps"),
+        (resealed(c, tokenizer_digest=None), SkewError, "tokenizer_digest"),
+        (resealed(c, spec=TokenSpec(**{**S.as_dict(), "timestamps": S.timestamps, "image_pad": S.video_pad,
+                                       "video_pad": S.image_pad})), HandoffError, ""),
+        (resealed(c, convention="replace_wrapper"), SkewError, "convention"),
+        (resealed(c, family="qwen3_5"), SkewError, "family"),
+    ]
+    for payload, error, field in lies:
+        refused(lambda: accept(payload, prompt_token_ids=None), error, field)
+
+
+# ---------------------------------------------------------------- 3. the raw prompt is checked exactly
+def test_a_deleted_marker_or_text_before_a_placeholder_is_refused():
+    """The cases a prefix comparison let through: the token right before a placeholder deleted."""
+    for convention in ("pad_only", "replace_wrapper"):
+        adapter = Qwen3VLAdapter(convention=convention)
+        ids = adapter.rebuild_token_ids(RAW, image_grid_thw=IMAGE, video_grid_thw=VIDEO, video_metadata=META)
+        lay = adapter.derive_layout(ids, image_grid_thw=IMAGE, video_grid_thw=VIDEO)
+        for at in (3, 2, 7, 6):  # the <|vision_start|> before the video / image, and the text before them
+            edited = RAW[:at] + RAW[at + 1:]
+            refused(lambda: accept_layout(lay.to_wire(), adapter, prompt_token_ids=edited), HandoffError,
+                    "prompt")
+
+
+@given(prompts(), st.data())
+def test_every_one_token_edit_of_the_raw_prompt_is_refused(case, data):
+    """Accepted exactly when the edited prompt re-expands (with the request's own grids and metadata) to the
+    layout's ids; any deletion, insertion or substitution of one token is refused."""
+    adapter, raw, image_grids, video_grids, metas, expanded = case
+    layout = adapter.derive_layout(expanded, image_grid_thw=image_grids, video_grid_thw=video_grids, mrope=False)
+    spec = adapter.spec
+    kind = data.draw(st.sampled_from(["delete", "insert", "replace"]))
+    at = data.draw(st.integers(0, len(raw) - (kind != "insert")))
+    token = data.draw(st.sampled_from([spec.vision_start, spec.vision_end, spec.image_pad, spec.video_pad, 100, 4999]))
+    edited = {"delete": raw[:at] + raw[at + 1:], "insert": raw[:at] + [token] + raw[at:],
+              "replace": raw[:at] + [token] + raw[at + 1:]}[kind]
+    try:
+        same = np.array_equal(adapter.rebuild_token_ids(edited, image_grid_thw=image_grids, video_grid_thw=video_grids,
+                                                        video_metadata=metas), expanded)
+    except HandoffError:
+        same = False
+    if len(edited) == len(expanded):  # read as an expanded prompt: equal ids or refused
+        same = edited == list(expanded)
+    result, exc = answer(lambda: accept_layout(layout.to_wire(), adapter, prompt_token_ids=edited))
+    assert (exc is None) == same, (kind, at, token, exc)
+
+
+# ---------------------------------------------------------------- 4. bounded work from small inputs
+def test_small_inputs_that_describe_huge_work_are_refused_cheaply(monkeypatch):
+    c = content_of(LAYOUT)
+    for groups, field in ((1 << 20, "wire.length"), (1 << 18, "wire.sizes.runs")):  # 3M and 786k ids
+        unit = [S.vision_start, S.video_pad, S.vision_end]  # one video of one-pad groups: ~220 / 55 KB of payload
+        ids = np.concatenate([[100], np.tile(np.asarray(unit, dtype=np.int32), groups)])
+        offs = np.arange(groups, dtype=np.int64) * 3 + 2
+        video = attrs.evolve(c.items[0], grid_thw=(groups, 2, 2), offsets=offs, lengths=np.ones(groups, np.int64),
+                             timestamps=None, spans=None)
+        bomb = forged(c, ids, [video])
+        assert len(json.dumps(bomb)) < 300_000
+        refused(lambda: HandoffLayout.from_wire(bomb), WireLimitError, field)
+    for text, field in (("[" + "{}," * 22_000_000 + "{}]", "wire"), ("[" + "{}," * 5_000_000 + "{}]", "wire.json")):
+        refused(lambda: HandoffLayout.from_wire(text), WireLimitError, field)  # 66 MB, 15 MB of empty objects
+    del text
+    # the largest payload the limits admit, altered in transit: refused before a single item is built
+    g = Limits().max_runs
+    meta = [{"fps": 1.0, "frames_indices": list(range(2 * g))}]
+    raw = [100, S.vision_start, S.video_pad, S.vision_end]
+    big = ADAPTER.derive_layout(ADAPTER.rebuild_token_ids(raw, video_grid_thw=[(g, 2, 2)], video_metadata=meta),
+                                video_grid_thw=[(g, 2, 2)], mrope=False).to_wire()
+    monkeypatch.setattr(layout_module, "item_from_arrays", lambda *a, **k: pytest.fail("built before the checksum"))
+    refused(lambda: HandoffLayout.from_wire(dict(big, checksum="0" * 32)), WireChecksumError)
+    monkeypatch.undo()
+    huge = [[2, 2, 2_000_000_000]]
+    for call in (lambda: ADAPTER.rebuild_token_ids(raw, video_grid_thw=huge, video_metadata=meta),
+                 lambda: ADAPTER.stock_token_ids(raw, video_grid_thw=huge),
+                 lambda: ADAPTER.mrope_positions(raw, video_grid_thw=huge),
+                 lambda: ADAPTER.derive_layout(raw, video_grid_thw=huge)):
+        refused(call, GridMismatchError, "video_grid_thw[0]")
+    small = Limits(max_prompt_len=LAYOUT.prompt_len - 1)
+    refused(lambda: accept(LAYOUT.to_wire(), limits=small), WireLimitError, "wire.length")
+    assert answer(lambda: accept(LAYOUT.to_wire(), limits=Limits(max_prompt_len=LAYOUT.prompt_len)))[0] == LAYOUT
+
+
+# ---------------------------------------------------------------- 5. caches hold no request's data
+def test_caches_stay_bounded_over_large_and_varied_requests():
+    import tracemalloc
+
+    adapter = Qwen3VLAdapter(convention="pad_only")
+    raw = [100, S.vision_start, S.video_pad, S.vision_end]
+    tracemalloc.start()
+    try:
+        for k in range(40):  # large images, each of another shape
+            grid = [(1, 2 * (40 + k), 2 * (64 - k))]
+            img = [100, S.vision_start, S.image_pad, S.vision_end]
+            mrope_positions(adapter.stock_token_ids(img, image_grid_thw=grid), S, image_grid_thw=grid)
+        first = tracemalloc.get_traced_memory()[0]
+        for k in range(20):  # long videos at other frame rates: new timestamp texts each time
+            meta = [{"fps": 1.0 + k / 7, "frames_indices": list(range(0, 1536, 2))}]
+            adapter.rebuild_token_ids(raw, video_grid_thw=[(384, 2, 2)], video_metadata=meta)
+        grown = tracemalloc.get_traced_memory()[0] - first
+    finally:
+        tracemalloc.stop()
+    assert PATTERNS.nbytes <= PATTERNS.max_bytes and adapter._ts_cache.nbytes <= adapter._ts_cache.max_bytes
+    assert grown < 2 << 20, grown  # the timestamp texts are bounded to 256 KiB of ids (plus their keys)
+
+
+# ---------------------------------------------------------------- 6. no untyped escapes
+class EvilInt(int):
+    """An int whose comparisons and conversions raise (a plugin's or a transport's odd type)."""
+
+    def _boom(self, *a):
+        raise RuntimeError("evil")
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __int__ = __index__ = __float__ = _boom
+    __hash__ = int.__hash__
+
+
+class EvilDict(dict):
+    def _boom(self, *a, **k):
+        raise RuntimeError("evil")
+
+    get = __getitem__ = keys = items = values = __iter__ = _boom
+
+
+def test_exotic_inputs_end_in_typed_errors_or_correct_answers():
+    torch = pytest.importorskip("torch")
+    video_raw = [100, S.vision_start, S.video_pad, S.vision_end]
+    frames = {"frames_indices": [0, 1, 2, 3]}
+    refused(lambda: ADAPTER.rebuild_token_ids(video_raw, video_grid_thw=VIDEO, video_metadata=[dict(frames, fps=1e-320)]),
+            HandoffError, "video_metadata[0].fps")
+    refused(lambda: ADAPTER.rebuild_token_ids(video_raw, video_grid_thw=VIDEO,
+                                              video_metadata=[{"fps": 2.0, "frames_indices": [0, 10**400]}]),
+            HandoffError, "video_metadata[0].frames_indices")
+    refused(lambda: ADAPTER.rebuild_token_ids(video_raw, video_grid_thw=VIDEO, video_metadata=[EvilDict(fps=2.0)]),
+            HandoffError, "video_metadata[0]")
+    refused(lambda: ADAPTER.rebuild_token_ids(video_raw, video_grid_thw=5, video_metadata=META), GridMismatchError,
+            "video_grid_thw")
+    refused(lambda: ADAPTER.stock_token_ids(video_raw, video_grid_thw=[[2, 2**64, 2]]), GridMismatchError,
+            "video_grid_thw[0]")
+    grad = torch.ones(LAYOUT.prompt_len, requires_grad=True)
+    refused(lambda: accept(LAYOUT.to_wire(), prompt_token_ids=grad), LayoutError, "prompt_token_ids")
+    refused(lambda: HandoffLayout.from_wire(EvilDict(LAYOUT.to_wire())), WireFormatError, "wire.payload")
+    refused(lambda: HandoffLayout.from_wire(dict(LAYOUT.to_wire(), length=EvilInt(5))), WireFormatError, "wire.length")
+    refused(lambda: accept(LAYOUT.to_wire(), mrope_position_ids=(3, 10**5000)), HandoffError, "mrope_position_ids")
+    # an int subclass that misbehaves is read as the int it is: the correct answer, not an escape
+    evil_grid = [(EvilInt(2), EvilInt(4), 4)]
+    assert answer(lambda: ADAPTER.stock_token_ids(video_raw, video_grid_thw=evil_grid))[0].shape == (11,)
+    assert answer(lambda: accept(LAYOUT.to_wire(), embedding_shapes=[(EvilInt(8), 16384), (4, 16384)]))[0] == LAYOUT
+    handle = EvilDict(tensor_size=[8, 16384])  # a handle dict whose get() raises: its stored size is read
+    assert answer(lambda: accept(LAYOUT.to_wire(), embeddings=[handle, {"tensor_size": [4, 16384]}],
+                                 embedding_shapes=None))[0] == LAYOUT
+    refused(lambda: accept(LAYOUT.to_wire(), embeddings=[EvilDict(tensor_size=[9, 16384]), {"tensor_size": [4, 16384]}],
+                           embedding_shapes=None),
+            HandoffError, "embedding_rows")
+    for value in (10**5000, _nested(50_000), list(range(3_000_000)), EvilDict(a=1)):  # messages always print short
+        exc = LayoutError(value, value, value, request_id=value)
+        assert len(str(exc)) <= 1000 and str(exc)
+
+
+def _nested(depth: int) -> list:
+    out = inner = []
+    for _ in range(depth):
+        inner.append([])
+        inner = inner[0]
+    return out
+
+
+# ---------------------------------------------------------------- 7. nothing is coerced silently
+def test_nothing_is_coerced_silently():
+    refused(lambda: ADAPTER.derive_layout([100, True, 101]), LayoutError, "token_ids")
+    refused(lambda: accept(LAYOUT.to_wire(), prompt_token_ids=[*RAW[:-1], True]), LayoutError, "prompt_token_ids")
+    refused(lambda: ADAPTER.mrope_positions(np.ma.masked_array(IDS, mask=np.zeros(len(IDS))), image_grid_thw=IMAGE,
+                                            video_grid_thw=VIDEO), LayoutError, "token_ids")
+    refused(lambda: ADAPTER.derive_layout(bytearray(b"\x01\x02")), LayoutError, "token_ids")
+    refused(lambda: ADAPTER.mrope_positions([100, 101], video_grid_thw=VIDEO), GridMismatchError, "video_grid_thw")
+    refused(lambda: ADAPTER.mrope_positions(IDS, image_grid_thw=IMAGE * 2, video_grid_thw=VIDEO), GridMismatchError,
+            "image_grid_thw")
+    refused(lambda: ADAPTER.rebuild_token_ids([100, S.vision_start, S.image_pad, S.vision_end],
+                                              image_grid_thw=[(1, 3, 3)]), GridMismatchError, "image_grid_thw[0]")
+    refused(lambda: ADAPTER.stock_token_ids([100, 101], image_grid_thw=IMAGE), GridMismatchError, "image placeholders")
+    ids_with_0_and_1 = [0, 1, *IDS]  # ids 0 and 1 are ids ('!' and '"'), not bools
+    assert answer(lambda: ADAPTER.derive_layout(ids_with_0_and_1, image_grid_thw=IMAGE, video_grid_thw=VIDEO))[1] is None
+
+
+# ---------------------------------------------------------------- 8. the registry
+class _EntryPoint:
+    def __init__(self, name, value, hook):
+        self.name, self.value, self._hook = name, value, hook
+
+    def load(self):
+        return self._hook
+
+
+def _loaded(monkeypatch, *plugins):
+    import importlib.metadata
+
+    from mm_handoff.adapters import register_builtin
+
+    eps = [_EntryPoint(n, f"plugin_{n}:register", hook) for n, hook in plugins]
+    eps.append(_EntryPoint("builtin", "mm_handoff.adapters:register_builtin", register_builtin))  # listed last
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group=None: eps)
+    reg = AdapterRegistry()
+    reg.families()  # loads the group
+    return reg
+
+
+def test_plugins_cannot_take_built_in_names_or_leave_half_of_themselves(monkeypatch, caplog):
+    def squatter(registry):  # registers a new family, then a built-in name: neither may stay
+        registry.register("new_family", lambda **kw: Qwen3VLAdapter(**kw))
+        registry.register("qwen3_vl", lambda **kw: None)
+
+    def broken(registry):
+        registry.register("half_done", lambda **kw: Qwen3VLAdapter(**kw))
+        raise RuntimeError("plugin bug")
+
+    with caplog.at_level(logging.WARNING, logger="mm_handoff"):
+        reg = _loaded(monkeypatch, ("squatter", squatter), ("broken", broken))
+    assert set(FAMILIES) <= set(reg.families()) and not {"new_family", "half_done"} & set(reg.families())
+    assert type(reg.get("qwen3_vl")) is Qwen3VLAdapter
+    assert "squatter" in caplog.text and "broken" in caplog.text
+
+
+def test_registry_misuse_and_bad_factories_are_typed():
+    reg = AdapterRegistry(load_entry_points=False)
+    for key in (5, None, "", 1.5):
+        refused(lambda: reg.unregister(key), AdapterRegistrationError, "key")
+    reg.register("none", lambda **kw: None)
+    refused(lambda: reg.get("none"), AdapterError, "adapter")
+    reg.register("ignores", lambda *, tokenizer=None, config=None, convention=None: Qwen3VLAdapter(convention="pad_only"))
+    refused(lambda: reg.get("ignores", convention="replace_wrapper"), AdapterError, "adapter.convention")
+
+    class Tok:
+        unk_token_id = None
+
+        def convert_tokens_to_ids(self, token):
+            return 1.5 if token == "<|image_pad|>" else None
+
+    refused(lambda: get_adapter("qwen3_vl", tokenizer=Tok()), AdapterError)
+    with pytest.raises(AdapterError) as info:
+        get_adapter("qwen3_vl", tokenizer=Tok())
+    assert "tokenizer id of <|image_pad|>" in str(info.value) and "1.5" in str(info.value)
