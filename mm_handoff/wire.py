@@ -34,7 +34,7 @@ from typing import Any, Optional
 import attrs
 import numpy as np
 
-from .errors import WireChecksumError, WireFormatError, WireLimitError, WireVersionError
+from .errors import HandoffError, WireChecksumError, WireFormatError, WireLimitError, WireVersionError
 from .limits import Limits, resolve_limits
 from .spec import TokenSpec
 
@@ -199,7 +199,10 @@ def _decode_spec(v, rid) -> TokenSpec:
         ts = dict({k: _int(ts[k], f"spec.timestamps.{k}", rid, low=0, high=2**31 - 1) for k in _TS_KEYS - {"digits"}},
                   digits=[_int(d, "spec.timestamps.digits", rid, low=0, high=2**31 - 1) for d in digits])
     args["timestamps"] = ts
-    return TokenSpec.from_dict(args)
+    try:
+        return TokenSpec.from_dict(args)
+    except HandoffError as exc:  # ids that no spec may have (two alike, say)
+        raise exc.with_request(rid)
 
 
 def _decode_item(k: int, v, rid) -> tuple:
