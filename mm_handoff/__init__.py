@@ -22,6 +22,7 @@ from .errors import (
     WireFormatError,
 )
 from .layout import HandoffLayout, MultimodalItem, PlaceholderRun
+from .limits import Limits
 from .policy import Policy
 from .registry import get_adapter, register_adapter
 from .spec import PAD_ONLY, REPLACE_WRAPPER, TokenSpec
@@ -42,6 +43,7 @@ __all__ = [
     "check_mrope_slice",
     "check_skew",
     "Policy",
+    "Limits",
     "WireLimits",
     "HandoffError",
     "LayoutError",

@@ -121,7 +121,7 @@ def prefill_request(encoder_output, *, adapter=None, processor=None,
         multimodal_data["layout_metadata"] = {"item_types": disagg.item_types}
     if mrope_ids is not None:
         multimodal_data["mrope_config"] = {"mrope_position_ids": mrope_ids, "mrope_position_deltas": mrope_deltas}
-    tokens = processor if processor is not None else _LayoutTokens(layout.spec)
+    tokens = processor if processor is not None else _LayoutTokens(adapter.spec)  # this side's ids (accepted: equal)
     maybe_compute_mm_embed_cumsum(disagg.prompt_token_ids, {"multimodal_data": multimodal_data}, tokens)
     params = MultimodalParams(multimodal_input=disagg.to_multimodal_input(dp.multimodal_hashes),
                               multimodal_data=multimodal_data)
