@@ -35,7 +35,7 @@ CASES = {
 ROUNDS = {"720p40": 200, "768f-official": 100, "768f-720p": 10}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def expanded(name: str, family: str = "qwen3_vl"):
     """(adapter, aggregated ids, layout with mRoPE) for a case."""
     from mm_handoff import get_adapter

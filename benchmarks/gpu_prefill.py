@@ -26,7 +26,6 @@ Checks: epd-fixed greedy tokens equal aggregated ones (bf16, on the GPU).
 from __future__ import annotations
 
 import argparse
-
 import json
 import os
 import statistics
@@ -89,8 +88,8 @@ def build_model(tiny: bool, device: str):
 def run(args) -> dict:
     import numpy as np
     import torch
-
     from cases import RAW_IDS
+
     from mm_handoff import accept_layout, check_mrope_slice, get_adapter
 
     device = args.device
@@ -134,7 +133,8 @@ def run(args) -> dict:
             tokens.append(int(tok))
         return (tokens, first_logits.float()) if want_logits else tokens
 
-    for name in args.clips:
+    def measure(name: str) -> dict:
+        """One clip's timings and checks (its GPU tensors are freed when it returns)."""
         grid, frames = CLIPS[name]
         meta = {"fps": 24.0, "frames_indices": list(range(frames)), "total_num_frames": frames}
         agg_ids = adapter.rebuild_token_ids(RAW_IDS, video_grid_thw=[grid], video_metadata=[meta])
@@ -201,7 +201,7 @@ def run(args) -> dict:
         stats = {k: {"min_ms": min(v), "median_ms": statistics.median(v)} for k, v in times.items()}
         med = {k: v["median_ms"] for k, v in stats.items()}
         mins = {k: v["min_ms"] for k, v in stats.items()}
-        report["clips"][name] = {
+        clip = {
             "tokens": {"aggregated": int(len(agg_ids)), "epd-fixed": int(len(ids_f)), "epd-stock": int(len(stock_ids))},
             "ttft": stats,
             "ratios": {
@@ -222,8 +222,11 @@ def run(args) -> dict:
             "tokens_aggregated": tok_agg,
             "tokens_stock": tok_stock,
         }
-        print(json.dumps({name: report["clips"][name]["ratios"] | {"ttft_median": med, "host_median": host_med}}), flush=True)
-        del visual, deepstack
+        print(json.dumps({name: clip["ratios"] | {"ttft_median": med, "host_median": host_med}}), flush=True)
+        return clip
+
+    for name in args.clips:
+        report["clips"][name] = measure(name)
         if device == "cuda":
             torch.cuda.empty_cache()
     return report

@@ -15,7 +15,6 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Optional
 
 __all__ = ["run_bench", "summarize", "format_table", "format_hooks"]
 
@@ -25,7 +24,7 @@ MROPE_GOAL_X = 20.0
 WIRE_GOAL_FRACTION = 1e-5  # 0.001 %
 
 
-def find_benchmarks() -> Optional[Path]:
+def find_benchmarks() -> Path | None:
     here = Path(__file__).resolve().parent
     return here if (here / "test_bench_cpu.py").exists() else None
 
@@ -48,9 +47,7 @@ def summarize(data: dict) -> dict:
             if key in info:
                 entry[key] = info[key]
     for entry in cases.values():
-        rows = entry["rows"]
-
-        def med(key):
+        def med(key, rows=entry["rows"]):
             return rows.get(key, {}).get("median_ms")
 
         if med("prefill:prefill_mm_handoff_dataclass") and med("prefill:prefill_stock_trtllm"):
@@ -80,9 +77,8 @@ def format_table(cases: dict) -> str:
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in order:
         e = cases[c]
-        r = e["rows"]
 
-        def ms(key):
+        def ms(key, r=e["rows"]):
             v = r.get(key, {}).get("median_ms")
             return "-" if v is None else f"{v:.3f}"
 
@@ -112,7 +108,8 @@ def format_table(cases: dict) -> str:
         if "prefill_vs_stock" in cases[c]:
             lines.append(f"- prefill with TensorRT-LLM's dataclass vs the stock rebuild at {c}: "
                          f"{cases[c]['prefill_vs_stock']:.2f}x the stock time")
-    per_k = [f"{c}: {cases[c]['prefill_us_per_1k_tokens']:.1f} us" for c in order if "prefill_us_per_1k_tokens" in cases[c]]
+    per_k = [f"{c}: {cases[c]['prefill_us_per_1k_tokens']:.1f} us" for c in order
+             if "prefill_us_per_1k_tokens" in cases[c]]
     if per_k:
         lines.append(f"- prefill cost per 1k ids (linearity): {', '.join(per_k)}")
     for c in order:
@@ -162,7 +159,7 @@ def format_hooks(cases: dict) -> str:
         if "hooks:F_fromiter" not in r:
             continue
 
-        def ms(key):
+        def ms(key, r=r):
             v = r.get(key, {}).get("median_ms")
             return "-" if v is None else f"{v:.3f}"
 

@@ -13,10 +13,10 @@ import json
 
 import numpy as np
 import pytest
-
 from cases import CASES, RAW_IDS, RAW_TEXT, ROUNDS, expanded, hf_rope_index, payload_bytes
-from mm_handoff import HandoffLayout, validate
 from oracles import derive_layout_naive
+
+from mm_handoff import HandoffLayout, validate
 
 NAMES = list(CASES)
 
@@ -94,9 +94,10 @@ def test_prefill_mm_handoff_dataclass(benchmark, name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_prefill_stock_trtllm(benchmark, name):
-    from mm_handoff.hf.tokenizers import load_tokenizer
     from stock_baseline import stock_prefill
     from tensorrt_llm._torch.models.modeling_qwen3vl import _expand_prompt_token_ids_for_mm_handoff
+
+    from mm_handoff.hf.tokenizers import load_tokenizer
 
     adapter, ids, layout = expanded(name)
     tok = load_tokenizer("qwen3", shared=True)

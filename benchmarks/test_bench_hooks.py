@@ -22,8 +22,8 @@ import json
 
 import numpy as np
 import pytest
-
 from cases import CASES, RAW_IDS, RAW_TEXT, ROUNDS, expanded, hf_rope_index
+
 from mm_handoff import HandoffLayout, accept_layout
 
 NAMES = list(CASES)
@@ -111,8 +111,9 @@ def test_prefill_hook_dataclass(benchmark, name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_prefill_stock(benchmark, name):
-    from mm_handoff.hf.tokenizers import load_tokenizer
     from stock_baseline import stock_prefill
+
+    from mm_handoff.hf.tokenizers import load_tokenizer
 
     adapter, _, _, layout, width = _inputs(name)
     tok = load_tokenizer("qwen3", shared=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from typing import Callable, Hashable
+from collections.abc import Callable, Hashable
 
 import numpy as np
 

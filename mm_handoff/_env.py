@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["TRUTHY", "env_flag", "AUTOINSTALL", "POLICY", "BLOCK_ADAPTERS", "VLLM_CHECK", "TRTLLM_SRC", "SLOW", "CACHE", "LIMITS"]
+__all__ = ["TRUTHY", "env_flag", "AUTOINSTALL", "POLICY", "BLOCK_ADAPTERS", "VLLM_CHECK", "TRTLLM_SRC", "SLOW", "CACHE",
+           "LIMITS"]
 
 #: the values that turn a switch on (case-insensitive, surrounding blanks ignored)
 TRUTHY = ("1", "true", "yes", "on")

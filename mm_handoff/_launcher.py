@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
 
 from . import _env
 
@@ -55,14 +55,14 @@ _chain_next_sitecustomize()
 '''.replace("__ENV__", repr(_env.AUTOINSTALL)).replace("__TRUTHY__", repr(_env.TRUTHY))
 
 
-def _strip_separator(argv: Sequence[str]) -> List[str]:
+def _strip_separator(argv: Sequence[str]) -> list[str]:
     argv = list(argv or ())
     if argv and argv[0] == "--":
         argv = argv[1:]
     return argv
 
 
-def prepare_environment(environ: Optional[dict] = None) -> dict:
+def prepare_environment(environ: dict | None = None) -> dict:
     """A copy of ``environ`` with the start-up hook on ``PYTHONPATH`` and autoinstall switched on."""
     env = dict(os.environ if environ is None else environ)
     boot = tempfile.mkdtemp(prefix="mm-handoff-startup-")

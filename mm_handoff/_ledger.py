@@ -21,8 +21,9 @@ from __future__ import annotations
 import functools
 import logging
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any
 
 __all__ = ["Switch", "PatchRecord", "Ledger", "find_owner", "target_key", "WRAPPER_MARK"]
 
@@ -40,7 +41,7 @@ def target_key(cls: type, attr: str) -> str:
     return f"{cls.__module__}:{cls.__qualname__}.{attr}"
 
 
-def find_owner(cls: type, attr: str) -> Tuple[Optional[type], Any]:
+def find_owner(cls: type, attr: str) -> tuple[type | None, Any]:
     """The first class along ``cls.__mro__`` whose ``vars()`` holds ``attr``, and the raw value."""
     for klass in cls.__mro__:
         if attr in vars(klass):
@@ -96,9 +97,9 @@ class Ledger:
     """Process-wide record of installed wrappers; callers hold the installer's lock."""
 
     def __init__(self) -> None:
-        self._active: Dict[str, PatchRecord] = {}
-        self._first_originals: Dict[str, Tuple[type, Any]] = {}
-        self._left_in_place: Dict[str, PatchRecord] = {}
+        self._active: dict[str, PatchRecord] = {}
+        self._first_originals: dict[str, tuple[type, Any]] = {}
+        self._left_in_place: dict[str, PatchRecord] = {}
 
     # ------------------------------------------------------------------ queries
     def __contains__(self, key: str) -> bool:

@@ -26,11 +26,13 @@ every failure of this step.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .checks import check_embedding_rows, check_grid, check_mrope_slice, check_skew, check_token_ids, shape_of
 from .errors import AdapterError, EmbeddingCountError, GridMismatchError, HandoffError
-from .layout import IMAGE, VIDEO, HandoffLayout, readonly_ids
+from .items import IMAGE, VIDEO
+from .layout import HandoffLayout, readonly_ids
 from .spec import normalize_grids
 
 __all__ = ["accept_layout", "call_adapter", "adapter_value", "embedding_shapes_of"]
@@ -41,7 +43,8 @@ def call_adapter(adapter, method: str, *args, request_id=None, **kwargs):
     try:
         return getattr(adapter, method)(*args, **kwargs)
     except HandoffError as exc:
-        raise exc.with_request(request_id)
+        exc.with_request(request_id)
+        raise
     except Exception as exc:  # a third-party adapter's bug must reach the policy as a typed error
         raise AdapterError(f"adapter.{method}", f"{method}() of {adapter!r} to succeed",
                            f"{type(exc).__name__}: {exc}", request_id=request_id,
@@ -53,7 +56,8 @@ def adapter_value(adapter, name: str, *, request_id=None):
     try:
         return getattr(adapter, name)
     except HandoffError as exc:
-        raise exc.with_request(request_id)
+        exc.with_request(request_id)
+        raise
     except Exception as exc:  # a third-party adapter's bug reaches the policy as a typed error
         raise AdapterError(f"adapter.{name}", f"{name} of {adapter!r}", f"{type(exc).__name__}: {exc}",
                            request_id=request_id) from exc
@@ -67,7 +71,7 @@ def embedding_shapes_of(embeddings, *, field: str = "embeddings", request_id=Non
     return [shape_of(e, field=f"{field}[{i}].shape", request_id=request_id) for i, e in enumerate(embeddings)]
 
 
-def _check_embeddings(layout: HandoffLayout, shapes: Sequence[tuple], width: Optional[int], request_id) -> None:
+def _check_embeddings(layout: HandoffLayout, shapes: Sequence[tuple], width: int | None, request_id) -> None:
     if len(shapes) != len(layout.items):
         raise EmbeddingCountError("embeddings", f"{len(layout.items)} (one per image/video)", len(shapes),
                                   request_id=request_id)
@@ -78,7 +82,8 @@ def _check_embeddings(layout: HandoffLayout, shapes: Sequence[tuple], width: Opt
     if width is not None:
         for i, shape in enumerate(shapes):
             if shape[1] != width:
-                raise EmbeddingCountError(f"embeddings[{i}].shape[1]", f"{width} (hidden size x (1 + deepstack levels))",
+                raise EmbeddingCountError(f"embeddings[{i}].shape[1]",
+                                          f"{width} (hidden size x (1 + deepstack levels))",
                                           shape[1], request_id=request_id)
 
 

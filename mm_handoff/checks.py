@@ -7,20 +7,18 @@ request, the field, the expected and the actual value, plus the likely cause.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
-
 import numpy as np
 
 from .errors import (
-    SkewError,
     EmbeddingCountError,
     FingerprintMismatchError,
     GridMismatchError,
     MropeLengthError,
+    SkewError,
     TokenMismatchError,
 )
-from .layout import VIDEO, HandoffLayout, readonly_ids
-from .layout_checks import run_arrays
+from .items import VIDEO
+from .layout import HandoffLayout, readonly_ids
 from .spec import TokenSpec
 
 __all__ = ["validate", "check_mrope_slice", "shape_of", "check_grid", "check_embedding_rows", "check_token_ids",
@@ -76,7 +74,7 @@ def shape_of(value, *, field: str = "mrope_position_ids.shape", request_id=None)
 
 
 def check_mrope_slice(mrope_position_ids_or_shape, prompt_len: int, *, begin: int = 0,
-                      end: Optional[int] = None, request_id=None) -> int:
+                      end: int | None = None, request_id=None) -> int:
     """Check that mRoPE ids cover the prompt exactly before ``[:, :, begin:end]`` is taken.
 
     Accepts an array/tensor or its shape, ``[3, L]`` or ``[3, 1, L]`` (what the context-phase slice
@@ -107,21 +105,20 @@ def check_grid(layout: HandoffLayout, *, request_id=None) -> None:
     m2 = layout.spec.merge_size ** 2
     for i, item in enumerate(layout.items):
         t, h, w = item.grid_thw
+        runs = item.run_offsets.shape[0]
         if item.modality == VIDEO:
-            if len(item.runs) != t:
-                raise GridMismatchError(f"items[{i}].runs", f"{t} runs for grid {item.grid_thw}", len(item.runs),
+            if runs != t:
+                raise GridMismatchError(f"items[{i}].runs", f"{t} runs for grid {item.grid_thw}", runs,
                                         request_id=request_id, hint=_STOCK_HINT)
             per_group = h * w // m2
-            lengths = run_arrays(item.runs)[1]
-            if bool((lengths == per_group).all()):
-                continue
-            for g, run in enumerate(item.runs):  # name the first group that does not follow the grid
-                if run.length != per_group:
-                    raise GridMismatchError(f"items[{i}].runs[{g}].length",
-                                            f"{per_group} pads per group for grid {item.grid_thw}", run.length,
-                                            request_id=request_id)
-        elif len(item.runs) != 1:
-            raise GridMismatchError(f"items[{i}].runs", f"1 run for image grid {item.grid_thw}", len(item.runs),
+            wrong = np.flatnonzero(item.run_lengths != per_group)
+            if wrong.size:  # name the first group that does not follow the grid
+                g = int(wrong[0])
+                raise GridMismatchError(f"items[{i}].runs[{g}].length",
+                                        f"{per_group} pads per group for grid {item.grid_thw}",
+                                        int(item.run_lengths[g]), request_id=request_id)
+        elif runs != 1:
+            raise GridMismatchError(f"items[{i}].runs", f"1 run for image grid {item.grid_thw}", runs,
                                     request_id=request_id)
 
 
@@ -142,7 +139,7 @@ def check_embedding_rows(layout: HandoffLayout, embedding_rows, *, request_id=No
         raise EmbeddingCountError("embedding_rows", f"{expected} (pads per item)", rows, request_id=request_id)
 
 
-def first_difference(expected_ids, actual_ids, *, field: str = "token_ids") -> Optional[int]:
+def first_difference(expected_ids, actual_ids, *, field: str = "token_ids") -> int | None:
     """The first index where two id sequences differ (the shorter length if one is a prefix); None if equal."""
     a = readonly_ids(expected_ids, field)
     b = readonly_ids(actual_ids, field)
@@ -171,7 +168,7 @@ def check_token_ids(expected_ids, actual_ids, *, request_id=None, field: str = "
 
 
 def validate(layout: HandoffLayout, *, prompt_token_ids=None, mrope_position_ids=None,
-             embedding_rows=None, fingerprint: Optional[str] = None, request_id=None) -> HandoffLayout:
+             embedding_rows=None, fingerprint: str | None = None, request_id=None) -> HandoffLayout:
     """Check a layout against what the prefill side is about to use; return it unchanged.
 
     Order: mRoPE length (the silent-slice bug), pads vs embedding rows, runs vs grid, fingerprint,
@@ -197,8 +194,8 @@ def validate(layout: HandoffLayout, *, prompt_token_ids=None, mrope_position_ids
     return layout
 
 
-def check_skew(layout: HandoffLayout, *, family: str, convention: str, tokenizer_digest: Optional[str],
-               spec: Optional[TokenSpec] = None, request_id=None) -> None:
+def check_skew(layout: HandoffLayout, *, family: str, convention: str, tokenizer_digest: str | None,
+               spec: TokenSpec | None = None, request_id=None) -> None:
     """Encoder (the layout) and prefill (its adapter) agree on family, tokenizer, spec and convention.
 
     ``spec``: this side's; the carried spec must equal it field by field (a layout is only ever read

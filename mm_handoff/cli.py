@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 __all__ = ["main"]
 
@@ -47,7 +47,7 @@ def _grids(value, name: str):
     return value
 
 
-def load_layout(path: str, *, family: Optional[str] = None, image_grid_thw=None, video_grid_thw=None):
+def load_layout(path: str, *, family: str | None = None, image_grid_thw=None, video_grid_thw=None):
     """A layout from a wire payload, an object with token ids + grids, or a bare list of ids."""
     from . import HandoffError, HandoffLayout, get_adapter
 
@@ -87,7 +87,7 @@ def cmd_inspect(args) -> int:
     return 0
 
 
-def describe_difference(a, b) -> Optional[str]:
+def describe_difference(a, b) -> str | None:
     """The first difference between two layouts, in words; None when equal."""
     from .checks import check_token_ids
     from .errors import TokenMismatchError
@@ -105,7 +105,7 @@ def describe_difference(a, b) -> Optional[str]:
     except TokenMismatchError as exc:
         return (f"token ids: lengths {a.prompt_len} vs {b.prompt_len}; first difference at index {exc.index}: "
                 f"{exc.expected_context} vs {exc.actual_context}")
-    for k, (x, y) in enumerate(zip(a.items, b.items)):
+    for k, (x, y) in enumerate(zip(a.items, b.items, strict=False)):
         if x != y:
             for field in ("modality", "grid_thw", "embedding_length", "runs", "timestamps", "timestamp_spans"):
                 if getattr(x, field) != getattr(y, field):
@@ -250,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     from .errors import HandoffError
 
     parser = build_parser()

@@ -93,7 +93,8 @@ def format_report(r: dict) -> str:
          _toks(r["tokens"]["epd"])),
         ("same tokens as aggregated", "-", r["tokens_equal"]["epd-stock"], r["tokens_equal"]["epd"]),
         ("hidden states bitwise equal", "-", r["hidden_bitwise_equal"]["epd-stock"], r["hidden_bitwise_equal"]["epd"]),
-        ("max |logit diff|", "-", f"{r['max_abs_logit_diff']['epd-stock']:.3g}", f"{r['max_abs_logit_diff']['epd']:.3g}"),
+        ("max |logit diff|", "-", f"{r['max_abs_logit_diff']['epd-stock']:.3g}",
+         f"{r['max_abs_logit_diff']['epd']:.3g}"),
     ]
     head = ("", "aggregated", "E/PD stock (TRT-LLM today)", "E/PD fixed (mm-handoff)")
     width = [max(len(str(row[i])) for row in rows + [head]) for i in range(4)]

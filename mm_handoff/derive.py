@@ -8,12 +8,11 @@ works for every convention (with or without the outer wrapper) and for the stock
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
-
 import numpy as np
 
 from .errors import GridMismatchError, LayoutError
-from .layout import IMAGE, VIDEO, HandoffLayout, item_from_arrays, readonly_ids
+from .items import IMAGE, VIDEO, MultimodalItem
+from .layout import HandoffLayout, readonly_ids
 from .spec import TokenSpec, item_lengths, normalize_grids
 from .stamps import parse_timestamps
 
@@ -63,7 +62,7 @@ def derive_layout(
     family: str,
     convention: str,
     mrope: bool = False,
-    tokenizer_digest: Optional[str] = None,
+    tokenizer_digest: str | None = None,
     limits=None,
     request_id=None,
 ) -> HandoffLayout:
@@ -75,16 +74,18 @@ def derive_layout(
     groups = []
     for modality, pad, grids in ((IMAGE, spec.image_pad, image_grids), (VIDEO, spec.video_pad, video_grids)):
         runs_per_item = _split_runs(ids, pad, item_lengths(grids, spec.merge_size), modality, request_id)
-        for grid, (offsets, lengths) in zip(grids, runs_per_item):
+        for grid, (offsets, lengths) in zip(grids, runs_per_item, strict=True):
             groups.append((int(offsets[0]), modality, grid, offsets, lengths))
     groups.sort(key=lambda g: g[0])
     items = []
     for _, modality, grid, offsets, lengths in groups:
         stamps = parse_timestamps(ids, spec, offsets) if modality == VIDEO else None
         try:
-            items.append(item_from_arrays(modality, offsets, lengths, grid, *(stamps or ())))
+            seconds, spans = (None, None) if stamps is None else (stamps[0], np.column_stack(stamps[1:]))
+            items.append(MultimodalItem.from_arrays(modality, offsets, lengths, grid, seconds, spans))
         except LayoutError as exc:
-            raise exc.with_request(request_id)
+            exc.with_request(request_id)
+            raise
     positions = delta = None
     if mrope:
         from .mrope import mrope_positions
@@ -95,4 +96,5 @@ def derive_layout(
                              mrope_position_ids=positions, mrope_position_delta=delta,
                              tokenizer_digest=tokenizer_digest)
     except LayoutError as exc:
-        raise exc.with_request(request_id)
+        exc.with_request(request_id)
+        raise

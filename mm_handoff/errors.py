@@ -120,7 +120,7 @@ class HandoffError(ValueError):
         self.request_id = request_id
         self.hint = hint
 
-    def with_request(self, request_id: Any) -> "HandoffError":
+    def with_request(self, request_id: Any) -> HandoffError:
         """Name the request on an error raised where it was not known yet."""
         if self.request_id is None:
             self.request_id = request_id

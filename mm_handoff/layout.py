@@ -32,97 +32,34 @@ else (grid groups, embedding rows, mRoPE ids from the encoder, fingerprints) liv
 
 from __future__ import annotations
 
-import collections
 import hashlib
-import itertools
-from typing import Optional
 
 import attrs
 import numpy as np
 
 from . import wire
 from .errors import LayoutError
-from .layout_checks import (CheckedRuns, as_int, check_items_against_spec, checked_seconds, checked_spans, run_arrays, check_mrope_delta, check_mrope_len, check_pads, check_runs, check_video_groups,
-                            item_post_init, mrope_array, one_of, optional_int, optional_spans, optional_timestamps, run_field, runs_tuple,
-                            grid_tuple, valid_family, valid_items, valid_spec, valid_digest)
+from .items import IMAGE, VIDEO, MultimodalItem, PlaceholderRun, as_int
+from .layout_checks import (
+    check_items_against_spec,
+    check_mrope_delta,
+    check_mrope_len,
+    check_runs_and_pads,
+    check_video_groups,
+    mrope_array,
+    one_of,
+    optional_int,
+    valid_digest,
+    valid_family,
+    valid_items,
+    valid_spec,
+)
 from .spec import CONVENTIONS, TokenSpec
 from .tokens import readonly_ids
 
-__all__ = ["PlaceholderRun", "MultimodalItem", "HandoffLayout", "IMAGE", "VIDEO", "readonly_ids", "runs_from_arrays",
-           "item_from_arrays"]
+__all__ = ["PlaceholderRun", "MultimodalItem", "HandoffLayout", "IMAGE", "VIDEO", "readonly_ids"]
 
-IMAGE = "image"
-VIDEO = "video"
 _ITEM_TYPE = {IMAGE: 0, VIDEO: 1}  # TensorRT-LLM's item_types vocabulary
-
-
-@attrs.frozen
-class PlaceholderRun:
-    """A contiguous run of pad tokens that receives encoder rows: ``[offset, offset + length)``."""
-
-    #: index of the run's first pad in the prompt (an int >= 0)
-    offset: int = attrs.field(converter=as_int, validator=run_field(0))
-    #: number of pads (= embedding rows) in the run (an int >= 1)
-    length: int = attrs.field(converter=as_int, validator=run_field(1))
-
-    @property
-    def end(self) -> int:
-        return self.offset + self.length
-
-
-def runs_from_arrays(offsets, lengths) -> CheckedRuns:
-    """An item's runs from two integer arrays, checked in one vectorised pass (offsets >= 0,
-    lengths >= 1, as ``PlaceholderRun``'s validators require) instead of one validator call per
-    run: the derivation and the wire decoder build hundreds of runs per request."""
-    off, ln = np.asarray(offsets), np.asarray(lengths)
-    if off.ndim != 1 or off.shape != ln.shape or (off.size and (off.dtype.kind not in "iu"
-                                                              or ln.dtype.kind not in "iu")):
-        raise LayoutError("MultimodalItem.runs", "integer offsets and lengths of one length", (off, ln))
-    if off.size and (int(off.min()) < 0 or int(ln.min()) < 1):
-        k = int(np.flatnonzero((off < 0) | (ln < 1))[0])
-        raise LayoutError("PlaceholderRun.offset" if off[k] < 0 else "PlaceholderRun.length",
-                          "an int >= 0 (offset) and >= 1 (length)", (int(off[k]), int(ln[k])))
-    runs = list(map(object.__new__, itertools.repeat(PlaceholderRun, off.shape[0])))  # C loops, no frames
-    collections.deque(map(_SLOT_OFFSET.__set__, runs, off.tolist()), maxlen=0)
-    collections.deque(map(_SLOT_LENGTH.__set__, runs, ln.tolist()), maxlen=0)
-    out = CheckedRuns(runs)
-    out.offsets, out.lengths = _readonly(off.astype(np.int64)), _readonly(ln.astype(np.int64))
-    out.total = int(out.lengths.sum())
-    return out
-
-
-_SLOT_OFFSET = PlaceholderRun.__dict__["offset"]
-_SLOT_LENGTH = PlaceholderRun.__dict__["length"]
-
-
-def item_from_arrays(modality: str, offsets, lengths, grid, seconds=None, span_starts=None, span_ends=None):
-    """A :class:`MultimodalItem` from arrays (see :func:`runs_from_arrays`); every check still runs."""
-    runs = runs_from_arrays(offsets, lengths)
-    ts = spans = None
-    if seconds is not None:
-        ts, spans = checked_seconds(seconds), checked_spans(span_starts, span_ends)
-    return MultimodalItem(modality, runs, runs.total, grid, ts, spans)
-
-
-@attrs.frozen
-class MultimodalItem:
-    """One image or video in prompt order, with the pad runs that receive its embedding rows."""
-
-    #: ``"image"`` or ``"video"``
-    modality: str = attrs.field(validator=one_of((IMAGE, VIDEO), "MultimodalItem."))
-    #: pad runs in prompt order (one per temporal group for video in the aggregated layout)
-    runs: tuple = attrs.field(converter=runs_tuple(PlaceholderRun))
-    #: rows the encoder ships for this item (= pads across its runs)
-    embedding_length: int = attrs.field(converter=as_int, validator=run_field(1))
-    #: (t, h, w) in patches, t in temporal patches, as the processor reports it
-    grid_thw: tuple = attrs.field(converter=grid_tuple)
-    #: per-group timestamps in seconds as printed in the prompt (video only; None when unknown)
-    timestamps: Optional[tuple] = attrs.field(default=None, converter=optional_timestamps)
-    #: per-group half-open spans of the timestamp text (video only; None when unknown)
-    timestamp_spans: Optional[tuple] = attrs.field(default=None, converter=optional_spans)
-
-    def __attrs_post_init__(self) -> None:
-        item_post_init(self, IMAGE)
 
 
 @attrs.frozen(eq=False)
@@ -137,7 +74,7 @@ class HandoffLayout:
     #: the processor-expanded prompt, read-only int32
     token_ids: np.ndarray = attrs.field(converter=readonly_ids)
     #: images and videos in prompt order
-    items: tuple = attrs.field(converter=tuple, validator=valid_items(MultimodalItem))
+    items: tuple = attrs.field(converter=tuple, validator=valid_items)
     #: the family's ids and sizes
     spec: TokenSpec = attrs.field(validator=valid_spec)
     #: adapter family name, e.g. ``"qwen3_vl"``
@@ -145,12 +82,12 @@ class HandoffLayout:
     #: processor convention that produced the ids (:data:`mm_handoff.spec.CONVENTIONS`)
     convention: str = attrs.field(kw_only=True, validator=one_of(CONVENTIONS))
     #: mRoPE t/h/w ids, read-only int64 of shape (3, L); optional (recomputable)
-    mrope_position_ids: Optional[np.ndarray] = attrs.field(default=None, kw_only=True, converter=mrope_array)
+    mrope_position_ids: np.ndarray | None = attrs.field(default=None, kw_only=True, converter=mrope_array)
     #: ``max(mrope) + 1 - L``; decode step i uses position ``L + i + delta``
-    mrope_position_delta: Optional[int] = attrs.field(
+    mrope_position_delta: int | None = attrs.field(
         default=None, kw_only=True, converter=attrs.converters.optional(as_int), validator=optional_int)
     #: digest of the tokenizer's ids the layout was built with (skew detection)
-    tokenizer_digest: Optional[str] = attrs.field(default=None, kw_only=True, validator=valid_digest)
+    tokenizer_digest: str | None = attrs.field(default=None, kw_only=True, validator=valid_digest)
     _cache: dict = attrs.field(factory=dict, init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -159,15 +96,13 @@ class HandoffLayout:
         if n == 0:
             raise LayoutError("token_ids", "a non-empty prompt", 0)
         check_items_against_spec(self.items, self.spec.merge_size)
-        bounds, lengths, index = check_runs(self.items, n, (IMAGE, VIDEO))
-        check_pads(self.token_ids, ((IMAGE, self.spec.image_pad), (VIDEO, self.spec.video_pad)),
-                   bounds, lengths, index)
+        check_runs_and_pads(self.token_ids, self.items, self.spec)
         check_video_groups(self.token_ids, self.items, self.spec)
         check_mrope_len(self.mrope_position_ids, n)
         check_mrope_delta(self.mrope_position_ids, self.mrope_position_delta, n)
 
     @classmethod
-    def from_rle(cls, values, counts, items, spec: TokenSpec, **kwargs) -> "HandoffLayout":
+    def from_rle(cls, values, counts, items, spec: TokenSpec, **kwargs) -> HandoffLayout:
         """A layout whose ids are given run-length encoded (``values[i]`` repeated ``counts[i]`` times).
 
         The ids are expanded and every invariant is checked as in the constructor; the run-length
@@ -215,7 +150,7 @@ class HandoffLayout:
     @property
     def multimodal_positions(self) -> list:
         """Index of each item's first pad (TensorRT-LLM's start positions)."""
-        return [item.runs[0].offset for item in self.items]
+        return [item.first_offset for item in self.items]
 
     @property
     def multimodal_lengths(self) -> list:
@@ -223,9 +158,9 @@ class HandoffLayout:
         rows: its construction checks that its runs sum to them)."""
         return [item.embedding_length for item in self.items]
 
-    @property
-    def multimodal_embedding_lengths(self) -> list:
-        return [item.embedding_length for item in self.items]
+    #: TensorRT-LLM's ``DisaggPrefillMultimodalInputs`` names the same per-item counts twice (pads in
+    #: the prompt, rows of the embedding); for this family they are one list, so one property serves both
+    multimodal_embedding_lengths = multimodal_lengths
 
     @property
     def special_token_offsets(self) -> None:
@@ -250,13 +185,11 @@ class HandoffLayout:
 
     def _flat(self):
         def build():
-            pairs = [run_arrays(item.runs) for item in self.items]
-            pos = [o for p in pairs for o in p[0].tolist()]
-            lens = [n for p in pairs for n in p[1].tolist()]
-            cu = [0]
-            for item in self.items:
-                cu.append(cu[-1] + len(item.runs))
-            return pos, lens, cu
+            empty = np.zeros(0, dtype=np.int64)
+            pos = np.concatenate([item.run_offsets for item in self.items]) if self.items else empty
+            lens = np.concatenate([item.run_lengths for item in self.items]) if self.items else empty
+            cu = np.cumsum([0] + [item.run_offsets.shape[0] for item in self.items])
+            return pos.tolist(), lens.tolist(), cu.tolist()
         return self._memo("flat", build)
 
     def rle(self) -> tuple:
@@ -281,7 +214,7 @@ class HandoffLayout:
         cuts = (np.flatnonzero(np.diff(keep) != 1) + 1).tolist()
         out = [fill] * self.prompt_len
         values, first = ids[keep].tolist(), keep.tolist()
-        for a, b in zip([0] + cuts, cuts + [len(first)]):
+        for a, b in zip([0] + cuts, cuts + [len(first)], strict=True):
             out[first[a]:first[a] + b - a] = values[a:b]
         return out
 
@@ -304,18 +237,18 @@ class HandoffLayout:
         """JSON-safe, checksummed form (:mod:`mm_handoff.wire`); mRoPE ids are not shipped."""
         return wire.encode(self._content(self.fingerprint()))
 
-    def _content(self, checksum: str) -> "wire.WireContent":
+    def _content(self, checksum: str) -> wire.WireContent:
         """What travels, as the codec's plain values (:func:`wire.checksum` of them is :meth:`fingerprint`)."""
         values, counts = self.rle()
-        items = tuple(wire.WireItem(item.modality, item.grid_thw, *run_arrays(item.runs), item.timestamps,
-                                    _span_array(item.timestamp_spans)) for item in self.items)
+        items = tuple(wire.WireItem(item.modality, item.grid_thw, item.run_offsets, item.run_lengths, item.seconds,
+                                    item.span_array) for item in self.items)
         return wire.WireContent(family=self.family, convention=self.convention, tokenizer_digest=self.tokenizer_digest,
                                 spec=self.spec, values=values, counts=counts, items=items,
                                 mrope_position_delta=self.mrope_position_delta,
                                 checksum=checksum)
 
     @classmethod
-    def from_wire(cls, obj, *, limits=None, request_id=None) -> "HandoffLayout":
+    def from_wire(cls, obj, *, limits=None, request_id=None) -> HandoffLayout:
         """Decode and re-validate a wire payload (dict, JSON str or bytes).
 
         A malformed payload raises a :class:`~mm_handoff.errors.WireFormatError` subclass (bounded by
@@ -325,14 +258,14 @@ class HandoffLayout:
         """
         content = wire.decode(obj, limits=limits, request_id=request_id)
         try:
-            items = tuple(item_from_arrays(w.modality, w.offsets, w.lengths, w.grid_thw, w.timestamps,
-                                           *((w.spans[:, 0], w.spans[:, 1]) if w.spans is not None else ()))
-                          for w in content.items)
+            items = tuple(MultimodalItem.from_arrays(w.modality, w.offsets, w.lengths, w.grid_thw, w.timestamps,
+                                                     w.spans) for w in content.items)
             layout = cls.from_rle(content.values, content.counts, items, content.spec, family=content.family,
                                   convention=content.convention, mrope_position_delta=content.mrope_position_delta,
                                   tokenizer_digest=content.tokenizer_digest)
         except LayoutError as exc:
-            raise exc.with_request(request_id)
+            exc.with_request(request_id)
+            raise
         layout._cache[("fp", False)] = content.checksum  # verified on the same values by the decoder
         return layout
 
@@ -346,10 +279,10 @@ class HandoffLayout:
         key = ("fp", include_mrope)
         return self._memo(key, lambda: _fingerprint(self, include_mrope))
 
-    def without_mrope(self) -> "HandoffLayout":
+    def without_mrope(self) -> HandoffLayout:
         return attrs.evolve(self, mrope_position_ids=None)
 
-    def with_mrope(self, positions, delta: int) -> "HandoffLayout":
+    def with_mrope(self, positions, delta: int) -> HandoffLayout:
         """Derive a layout carrying mRoPE ids; validators run again on the new object."""
         return attrs.evolve(self, mrope_position_ids=positions, mrope_position_delta=delta)
 
@@ -366,11 +299,6 @@ class HandoffLayout:
         return (f"HandoffLayout(family={self.family!r}, convention={self.convention!r}, "
                 f"len={self.prompt_len}, items=[{kinds}], runs={len(self.runs)}, "
                 f"mrope={'yes' if self.mrope_position_ids is not None else 'no'})")
-
-
-def _span_array(spans):
-    """Spans as a (k, 2) array when they were built from arrays (else as they are)."""
-    return np.column_stack((spans.starts, spans.ends)) if hasattr(spans, "starts") else spans
 
 
 def _readonly(arr: np.ndarray) -> np.ndarray:

@@ -22,7 +22,6 @@ e.g. ``MM_HANDOFF_LIMITS=max_prompt_len=2097152,max_runs=32768``.
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 import attrs
 
@@ -70,7 +69,7 @@ def limits_from_env(environ=None) -> Limits:
 DEFAULT_LIMITS = limits_from_env()
 
 
-def resolve_limits(limits: Optional[Limits]) -> Limits:
+def resolve_limits(limits: Limits | None) -> Limits:
     """``limits``, or the process default; anything else is a typed error."""
     if limits is None:
         return DEFAULT_LIMITS

@@ -14,8 +14,8 @@ import numpy as np
 
 from ._cache import ByteBoundedCache
 from .errors import GridMismatchError
-from .tokens import readonly_ids
 from .spec import TokenSpec, normalize_grids
+from .tokens import readonly_ids
 
 __all__ = ["mrope_positions", "mrope_delta", "PATTERNS"]
 
@@ -85,7 +85,7 @@ def _assemble(starts, ends, kinds, seg_base, run_shapes: dict) -> np.ndarray:
     a pad run), joined in one concatenation, plus each segment's base value in one add."""
     seg_len = ends - starts
     pieces = [_pattern(*run_shapes[s]) if k else _ramp(n)
-              for s, n, k in zip(starts.tolist(), seg_len.tolist(), kinds.tolist())]
+              for s, n, k in zip(starts.tolist(), seg_len.tolist(), kinds.tolist(), strict=True)]
     pos = np.concatenate(pieces, axis=1)
     pos += np.repeat(seg_base, seg_len)
     return pos
@@ -137,7 +137,7 @@ def mrope_positions(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_gr
     n = ids.shape[0]
     if not n:
         return _readonly(np.zeros((3, 0), dtype=np.int64)), 0
-    shapes = dict(zip(starts[mm].tolist(), zip(gt.tolist(), lh.tolist(), lw.tolist())))
+    shapes = dict(zip(starts[mm].tolist(), zip(gt.tolist(), lh.tolist(), lw.tolist(), strict=True), strict=True))
     pos = _assemble(starts, ends, seg_kind, seg_base, shapes)
     return _readonly(pos), _peak(*plan) + 1 - n
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import enum
 import os
-from typing import Optional, Union
 
 from . import _env
 from .errors import HandoffError
@@ -29,7 +28,7 @@ class Policy(str, enum.Enum):
     FALLBACK = "fallback"
 
 
-def resolve_policy(value: Optional[Union[str, Policy]] = None) -> Policy:
+def resolve_policy(value: str | Policy | None = None) -> Policy:
     """A policy from an argument, else ``$MM_HANDOFF_POLICY``, else ``raise``."""
     if value is None:
         value = os.environ.get(POLICY_ENV) or Policy.RAISE

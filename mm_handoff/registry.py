@@ -19,7 +19,8 @@ import inspect
 import logging
 import os
 import threading
-from typing import Any, Callable, Iterable, Optional, Union
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from . import _env
 from .errors import AdapterAlreadyRegisteredError, AdapterError, AdapterNotFoundError, AdapterRegistrationError
@@ -34,7 +35,7 @@ BLOCK_ENV = _env.BLOCK_ADAPTERS
 Factory = Callable[..., Any]
 
 
-def class_key(cls_or_name: Union[type, str]) -> str:
+def class_key(cls_or_name: type | str) -> str:
     """Canonical ``module:Qualname`` for a class or a dotted name."""
     if isinstance(cls_or_name, type):
         return f"{cls_or_name.__module__}:{cls_or_name.__qualname__}"
@@ -56,12 +57,12 @@ class AdapterRegistry:
         self._lock = threading.RLock()
         self._by_name: dict[str, Factory] = {}
         self._by_class: dict[str, Factory] = {}
-        self._cache: dict[type, Optional[Factory]] = {}
+        self._cache: dict[type, Factory | None] = {}
         self._load_entry_points = load_entry_points
         self._loaded = not load_entry_points
 
     # ---------------------------------------------------------------- registration
-    def register(self, keys: Union[str, type, Iterable[Union[str, type]]], factory: Factory, *,
+    def register(self, keys: str | type | Iterable[str | type], factory: Factory, *,
                  replace: bool = False) -> None:
         """Register ``factory(*, tokenizer=None, config=None[, convention=None]) -> adapter`` under keys.
 
@@ -98,7 +99,7 @@ class AdapterRegistry:
                 table[norm] = factory
             self._cache.clear()
 
-    def unregister(self, key: Union[str, type]) -> None:
+    def unregister(self, key: str | type) -> None:
         if not isinstance(key, (str, type)) or (isinstance(key, str) and not key.strip()):
             raise AdapterRegistrationError("key", "a non-empty string or a class", key)
         with self._lock:
@@ -126,14 +127,14 @@ class AdapterRegistry:
                                        f"or a class derived from {self.class_keys()}", _key_repr(key))
         return factory
 
-    def get(self, key, *, tokenizer=None, config=None, convention: Optional[str] = None, request_id=None):
+    def get(self, key, *, tokenizer=None, config=None, convention: str | None = None, request_id=None):
         """An adapter instance for ``key``, built with the given tokenizer / config / convention."""
         if config is None and _looks_like_config(key):
             config = key
         return build_adapter(self.resolve(key), tokenizer=tokenizer, config=config, convention=convention,
                              request_id=request_id)
 
-    def _lookup(self, key) -> Optional[Factory]:
+    def _lookup(self, key) -> Factory | None:
         with self._lock:
             if isinstance(key, str):
                 if _is_class_name(key):
@@ -229,7 +230,7 @@ def _accepts_convention(factory) -> bool:
     return any(p.kind is p.VAR_KEYWORD or p.name == "convention" for p in params)
 
 
-def build_adapter(factory, *, tokenizer=None, config=None, convention: Optional[str] = None, request_id=None):
+def build_adapter(factory, *, tokenizer=None, config=None, convention: str | None = None, request_id=None):
     """Call a registered factory; anything it raises becomes an :class:`AdapterError`.
 
     ``convention`` is passed only when asked for. A factory that does not take it builds its
@@ -285,6 +286,6 @@ def register_adapter(keys, factory, *, replace: bool = False) -> None:
     REGISTRY.register(keys, factory, replace=replace)
 
 
-def get_adapter(key, *, tokenizer=None, config=None, convention: Optional[str] = None):
+def get_adapter(key, *, tokenizer=None, config=None, convention: str | None = None):
     """Adapter for a family name, HF config, class, instance or dotted class name."""
     return REGISTRY.get(key, tokenizer=tokenizer, config=config, convention=convention)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import attrs
 import numpy as np
@@ -105,7 +105,7 @@ class TokenSpec:
     #: frames per temporal patch (2 for Qwen3-VL, 1 for Cosmos3-Edge)
     temporal_patch_size: int = attrs.field(default=2, converter=_plain_int, validator=_positive)
     #: timestamp text ids, when the tokenizer is known
-    timestamps: Optional[TimestampVocab] = attrs.field(default=None)
+    timestamps: TimestampVocab | None = attrs.field(default=None)
 
     @timestamps.validator
     def _check_timestamps(self, attribute, value) -> None:
@@ -134,7 +134,7 @@ class TokenSpec:
         }
 
     @classmethod
-    def from_dict(cls, data: dict) -> "TokenSpec":
+    def from_dict(cls, data: dict) -> TokenSpec:
         ts = data.get("timestamps")
         return cls(
             image_pad=data["image_pad"],

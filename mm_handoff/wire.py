@@ -29,7 +29,7 @@ import binascii
 import hashlib
 import json
 import zlib
-from typing import Any, Optional
+from typing import Any
 
 import attrs
 import numpy as np
@@ -67,8 +67,8 @@ class WireItem:
     grid_thw: tuple
     offsets: tuple
     lengths: tuple
-    timestamps: Optional[tuple] = None
-    spans: Optional[tuple] = None
+    timestamps: tuple | None = None
+    spans: tuple | None = None
 
 
 @attrs.frozen
@@ -77,12 +77,12 @@ class WireContent:
 
     family: str
     convention: str
-    tokenizer_digest: Optional[str]
+    tokenizer_digest: str | None
     spec: TokenSpec
     values: Any
     counts: Any
     items: tuple
-    mrope_position_delta: Optional[int]
+    mrope_position_delta: int | None
     checksum: str
 
 
@@ -138,7 +138,7 @@ def _typename(v) -> str:
     return type(v).__name__
 
 
-def _int(v, field, rid, *, low: Optional[int] = None, high: Optional[int] = None) -> int:
+def _int(v, field, rid, *, low: int | None = None, high: int | None = None) -> int:
     if type(v) is not int:  # JSON's int: not a bool, not an int subclass with methods of its own
         raise _fail(field, "an int", _typename(v), rid)
     if (low is not None and v < low) or (high is not None and v > high):
@@ -202,7 +202,8 @@ def _decode_spec(v, rid) -> TokenSpec:
     try:
         return TokenSpec.from_dict(args)
     except HandoffError as exc:  # ids that no spec may have (two alike, say)
-        raise exc.with_request(rid)
+        exc.with_request(rid)
+        raise
 
 
 def _decode_item(k: int, v, rid) -> tuple:
@@ -290,8 +291,9 @@ def _split_arrays(arrays: np.ndarray, n: int, sizes: tuple, rid) -> tuple:
         raise _fail("arrays.counts", "positive run lengths", int(counts.min()), rid)
     repeats = np.flatnonzero(values[1:] == values[:-1])
     if repeats.size:  # one canonical form, so the checksum of the plain values is the layout's
+        k = int(repeats[0])
         raise _fail("arrays.values", "a run-length form whose neighbouring values differ",
-                    f"value {int(values[repeats[0]])} repeated at runs {int(repeats[0])} and {int(repeats[0]) + 1}", rid)
+                    f"value {int(values[k])} repeated at runs {k} and {k + 1}", rid)
     if int(values.min()) < 0 or int(values.max()) > 2**31 - 1:
         raise _fail("arrays.values", "token ids in [0, 2**31 - 1]", (int(values.min()), int(values.max())), rid)
     total = int(counts.sum())
@@ -322,7 +324,7 @@ def _items(heads, offsets, lengths, deci, span_start, span_len) -> tuple:
     return tuple(items)
 
 
-def decode(obj, *, limits: Optional[Limits] = None, request_id=None) -> WireContent:
+def decode(obj, *, limits: Limits | None = None, request_id=None) -> WireContent:
     """Decode a payload (dict, JSON str or bytes) and verify its checksum on the plain values; the
     layout checks are the caller's (see module doc)."""
     rid = request_id

@@ -10,8 +10,7 @@ import tracemalloc
 import attrs
 import numpy as np
 
-from mm_handoff import HandoffError, HandoffLayout
-from mm_handoff import wire
+from mm_handoff import HandoffError, HandoffLayout, wire
 
 #: what one answer may cost (the issue's bounds; the measured costs are far below)
 MAX_SECONDS = 1.0

@@ -14,14 +14,16 @@ def derive_layout_naive(token_ids, spec: TokenSpec, *, image_grid_thw=None, vide
     ids = [int(t) for t in token_ids]
     m2 = spec.merge_size ** 2
     groups = []
-    for modality, pad, grids in ((IMAGE, spec.image_pad, normalize_grids(image_grid_thw, "image_grid_thw", merge_size=spec.merge_size)),
-                                 (VIDEO, spec.video_pad, normalize_grids(video_grid_thw, "video_grid_thw", merge_size=spec.merge_size))):
+    m = spec.merge_size
+    image = normalize_grids(image_grid_thw, "image_grid_thw", merge_size=m)
+    video = normalize_grids(video_grid_thw, "video_grid_thw", merge_size=m)
+    for modality, pad, grids in ((IMAGE, spec.image_pad, image), (VIDEO, spec.video_pad, video)):
         need = [t * h * w // m2 for t, h, w in grids]
         pads = [i for i, t in enumerate(ids) if t == pad]
         if len(pads) != sum(need):
             raise GridMismatchError(f"{modality} pads", sum(need), len(pads))
         k = 0
-        for grid, count in zip(grids, need):
+        for grid, count in zip(grids, need, strict=True):
             mine = pads[k:k + count]
             k += count
             runs = []

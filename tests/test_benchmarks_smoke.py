@@ -1,7 +1,5 @@
 """Each benchmark runs once (``--benchmark-disable``): the suite stays runnable without being timed in CI."""
 
-import json
-import os
 import subprocess
 import sys
 from pathlib import Path

@@ -65,7 +65,8 @@ def test_demo_720p_reports_the_bug_report_sizes():
 
 def test_inspect_and_diff(files):
     r = cli("inspect", str(files / "agg.json"))
-    assert r.returncode == 0 and "runs [11,17) [25,31) [39,45) [53,59)" in r.stdout and "timestamps 0.0 0.1 0.2 0.3" in r.stdout
+    assert r.returncode == 0 and "runs [11,17) [25,31) [39,45) [53,59)" in r.stdout
+    assert "timestamps 0.0 0.1 0.2 0.3" in r.stdout
     j = json.loads(cli("inspect", str(files / "wire.json"), "--json").stdout)
     assert j["length"] == 70 and j["trtllm"]["multimodal_run_lengths"] == [6, 6, 6, 6]
     r = cli("inspect", "-", "--video-grid-thw", "[[4,4,6]]",
@@ -98,7 +99,8 @@ def test_selfcheck():
     assert r.returncode == 0 and "+160" in r.stdout and "caught" in r.stdout
 
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 JSONISH = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40), st.floats(allow_nan=False), st.text(max_size=6)),

@@ -16,7 +16,7 @@ too (:func:`mm_handoff.registry.build_adapter`).
 from __future__ import annotations
 
 import abc
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -41,7 +41,7 @@ class Adapter(abc.ABC):
     #: deepstack feature levels the encoder must ship per visual row (0 without deepstack)
     deepstack_levels: int
     #: text hidden size, when known
-    hidden_size: Optional[int]
+    hidden_size: int | None
 
     @property
     def tokenizer_digest(self) -> str:
@@ -49,7 +49,7 @@ class Adapter(abc.ABC):
         return self.spec.digest()
 
     @property
-    def handle_row_width(self) -> Optional[int]:
+    def handle_row_width(self) -> int | None:
         """Width of one embedding-handle row: hidden * (1 + deepstack levels)."""
         if self.hidden_size is None:
             return None
@@ -62,7 +62,7 @@ class Adapter(abc.ABC):
 
     @abc.abstractmethod
     def rebuild_token_ids(self, prompt_token_ids, *, image_grid_thw=None, video_grid_thw=None,
-                          video_metadata: Optional[Sequence] = None, request_id=None):
+                          video_metadata: Sequence | None = None, request_id=None):
         """The exact aggregated ids from the un-expanded prompt, grids and video metadata."""
 
     @abc.abstractmethod
@@ -70,7 +70,7 @@ class Adapter(abc.ABC):
         """``(positions (3, L) int64, delta)``, bitwise equal to HF ``get_rope_index``."""
 
     def rebuild_layout(self, prompt_token_ids, *, image_grid_thw=None, video_grid_thw=None,
-                       video_metadata: Optional[Sequence] = None, mrope: bool = True,
+                       video_metadata: Sequence | None = None, mrope: bool = True,
                        request_id=None) -> HandoffLayout:
         """Prefill-side fallback: rebuild the ids, then derive their layout."""
         ids = self.rebuild_token_ids(prompt_token_ids, image_grid_thw=image_grid_thw,
@@ -104,7 +104,7 @@ class Adapter(abc.ABC):
                                     request_id=request_id, hint="the prompt is not the one the encoder expanded")
         ids = layout.token_ids
         cursor = anchor = 0  # where the next text segment starts, in the prompt and in the layout's ids
-        for k, (p, item) in enumerate(zip(places, layout.items)):
+        for k, (p, item) in enumerate(zip(places, layout.items, strict=True)):
             lo, hi = self.placeholder_span(raw, p, item.modality, cursor, layout.convention)
             start, end = self.expansion_span(layout, k, request_id=request_id)
             check_token_ids(ids[anchor:start], raw[cursor:lo], request_id=request_id,
@@ -130,13 +130,13 @@ class Adapter(abc.ABC):
         cannot be told from the prompt's, so the check refuses instead of guessing."""
         item = layout.items[k]
         if item.modality != "video":
-            return item.runs[0].offset, item.runs[-1].end
+            return item.first_offset, item.end
         if item.timestamps is None:
             raise HandoffError(f"items[{k}].timestamps", "the video's timestamps, to check the raw prompt it "
                                "was expanded from", None, request_id=request_id,
                                hint=f"{self.family}'s timestamp ids are not known without its tokenizer; "
                                "pass the expanded prompt instead")
-        return item.timestamp_spans[0][0], item.runs[-1].end + 1
+        return int(item.span_array[0, 0]), item.end + 1
 
     def stock_token_ids(self, prompt_token_ids, *, image_grid_thw=None, video_grid_thw=None, limits=None,
                         request_id=None) -> np.ndarray:

@@ -14,7 +14,7 @@ Images expand ``<|image_pad|>`` to ``t*h*w/merge^2`` pads in every version; mark
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -23,8 +23,16 @@ from ..derive import derive_layout
 from ..errors import GridMismatchError, HandoffError, SkewError
 from ..layout import HandoffLayout, readonly_ids
 from ..mrope import mrope_delta, mrope_positions
-from ..spec import (CONVENTIONS, PAD_ONLY, REPLACE_WRAPPER, TimestampVocab, TokenSpec, item_lengths, normalize_grids,
-                    strict_int)
+from ..spec import (
+    CONVENTIONS,
+    PAD_ONLY,
+    REPLACE_WRAPPER,
+    TimestampVocab,
+    TokenSpec,
+    item_lengths,
+    normalize_grids,
+    strict_int,
+)
 from .base import Adapter
 from .timestamps import MAX_SECONDS, calculate_timestamps, format_timestamp, metadata_fields
 
@@ -77,7 +85,7 @@ def _cfg(config, *names, default=None):
     return default
 
 
-def _tok_id(tokenizer, token: str) -> Optional[int]:
+def _tok_id(tokenizer, token: str) -> int | None:
     conv = getattr(tokenizer, "convert_tokens_to_ids", None)
     if conv is None:
         return None
@@ -96,7 +104,7 @@ def _strict(value, field: str) -> int:
         raise HandoffError(field, "an int", value, hint="the tokenizer or config is not the family's") from None
 
 
-def _timestamp_vocab_from_tokenizer(tokenizer) -> Optional[TimestampVocab]:
+def _timestamp_vocab_from_tokenizer(tokenizer) -> TimestampVocab | None:
     """Timestamp ids from a tokenizer, when each piece is a single token (true for Qwen)."""
     try:
         seconds = tokenizer.encode(" seconds", add_special_tokens=False)
@@ -118,15 +126,15 @@ class QwenLayoutAdapter(Adapter):
     #: family defaults, overridden by subclasses
     family = "qwen3_vl"
     default_ids = {"image_pad": 151655, "video_pad": 151656, "vision_start": 151652, "vision_end": 151653}
-    default_seconds_id: Optional[int] = 6486
+    default_seconds_id: int | None = 6486
     default_temporal_patch_size = 2
     default_merge_size = 2
     default_deepstack_levels = 3
-    default_hidden_size: Optional[int] = 4096
+    default_hidden_size: int | None = 4096
     #: a family whose processor always replaces the trio (Cosmos3-Edge) pins its convention
-    fixed_convention: Optional[str] = None
+    fixed_convention: str | None = None
 
-    def __init__(self, *, tokenizer=None, config=None, convention: Optional[str] = None) -> None:
+    def __init__(self, *, tokenizer=None, config=None, convention: str | None = None) -> None:
         ids = {}
         for key, default in self.default_ids.items():
             from_config = _cfg(config, _CONFIG_NAMES[key]) if config is not None else None
@@ -244,7 +252,7 @@ class QwenLayoutAdapter(Adapter):
         return np.concatenate(parts)
 
     def rebuild_token_ids(self, prompt_token_ids, *, image_grid_thw=None, video_grid_thw=None,
-                          video_metadata: Optional[Sequence] = None, limits=None, request_id=None) -> np.ndarray:
+                          video_metadata: Sequence | None = None, limits=None, request_id=None) -> np.ndarray:
         ids = readonly_ids(prompt_token_ids, "prompt_token_ids")
         spec = self.spec
         image_grids = normalize_grids(image_grid_thw, "image_grid_thw", merge_size=spec.merge_size, limits=limits)

@@ -10,7 +10,8 @@ expression and its order are kept exactly. The caller's metadata is never mutate
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -40,8 +41,8 @@ def format_timestamp(seconds: float) -> str:
     return f"<{seconds:.1f} seconds>"
 
 
-def sample_frame_indices(total_num_frames: int, video_fps: Optional[float], *, fps: Optional[float] = 2,
-                         num_frames: Optional[int] = None, min_frames: int = 4, max_frames: int = 768) -> list:
+def sample_frame_indices(total_num_frames: int, video_fps: float | None, *, fps: float | None = 2,
+                         num_frames: int | None = None, min_frames: int = 4, max_frames: int = 768) -> list:
     """``Qwen3VLVideoProcessor.sample_frames``'s indices (``do_sample_frames=True``)."""
     if fps is not None and num_frames is not None:
         raise HandoffError("sampling", "either fps or num_frames", {"fps": fps, "num_frames": num_frames})

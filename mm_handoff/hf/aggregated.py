@@ -6,7 +6,6 @@ What a single engine does with one request, and what every E/PD mode is compared
 from __future__ import annotations
 
 import time
-from typing import Optional
 
 import torch
 
@@ -31,7 +30,7 @@ def _hf_rope_index(model, model_inputs) -> tuple:
     return pos[:, 0, :].numpy(), int(d.reshape(-1)[0])
 
 
-def aggregated(model, processor, *, text: Optional[str] = None, messages=None, images=None, videos=None,
+def aggregated(model, processor, *, text: str | None = None, messages=None, images=None, videos=None,
                video_metadata=None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, inputs=None, request_id=None,
                **proc_kw) -> PDResult:
     """The aggregated reference: the plain HF model on the processor's outputs.

@@ -20,7 +20,7 @@ import copy
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import torch
@@ -47,12 +47,12 @@ class EncoderOutput:
     #: the processor's expanded ids, int32 (1-D)
     input_ids: np.ndarray
     #: 0 text / 1 image / 2 video per token, as the processor returned them (1-D int64)
-    mm_token_type_ids: Optional[np.ndarray]
+    mm_token_type_ids: np.ndarray | None
     #: grids as lists of [t, h, w] (None when the modality is absent)
-    image_grid_thw: Optional[list]
-    video_grid_thw: Optional[list]
+    image_grid_thw: list | None
+    video_grid_thw: list | None
     #: the processor's returned video metadata (return_metadata=True), deep-copied; None without videos
-    video_metadata: Optional[list]
+    video_metadata: list | None
     #: (N, D) visual rows in prompt/sequence order across images and videos
     embeddings: torch.Tensor
     #: per deepstack level, an (N, D) tensor in the same order; empty for families without deepstack
@@ -73,7 +73,7 @@ class EncoderOutput:
 
 
 # ------------------------------------------------------------------------------------------ helpers
-def process_request(processor, *, text: Optional[str] = None, messages=None, images=None, videos=None,
+def process_request(processor, *, text: str | None = None, messages=None, images=None, videos=None,
                     video_metadata=None, **proc_kw) -> tuple:
     """``(rendered prompt, processor outputs)`` for one request given as ``text=`` or chat ``messages=``.
 
@@ -93,7 +93,7 @@ def process_request(processor, *, text: Optional[str] = None, messages=None, ima
     return prompt, inputs
 
 
-def grid_list(value) -> Optional[list]:
+def grid_list(value) -> list | None:
     """Grids (a tensor or nested sequence) as a list of ``[t, h, w]`` int lists; None when empty."""
     if value is None:
         return None
@@ -122,7 +122,7 @@ def reset_rope_deltas(model) -> None:
         inner.rope_deltas = None
 
 
-def _cat(parts) -> Optional[torch.Tensor]:
+def _cat(parts) -> torch.Tensor | None:
     parts = list(parts or [])
     return torch.cat(parts, dim=0) if parts else None
 
@@ -184,7 +184,7 @@ def _rows_in_item_order(layout: HandoffLayout, sizes: dict, request_id) -> list:
 
 
 # ------------------------------------------------------------------------------------------ E side
-def encode(model, processor, adapter, *, text: Optional[str] = None, messages=None, images=None, videos=None,
+def encode(model, processor, adapter, *, text: str | None = None, messages=None, images=None, videos=None,
            video_metadata=None, request_id=None, **proc_kw) -> EncoderOutput:
     """The E side: processor + vision tower + layout (see the module docstring).
 

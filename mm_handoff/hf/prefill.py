@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -64,10 +65,10 @@ class PDResult:
     #: greedy tokens (max_new_tokens of them)
     tokens: list
     #: mRoPE ids (3, L) int64 used for the prefill, and the decode delta
-    mrope_position_ids: Optional[np.ndarray] = None
-    mrope_position_delta: Optional[int] = None
+    mrope_position_ids: np.ndarray | None = None
+    mrope_position_delta: int | None = None
     #: the layout the prefill used (None for aggregated)
-    layout: Optional[HandoffLayout] = None
+    layout: HandoffLayout | None = None
     #: True when the layout was checked (accept step or validator) and passed; False when skipped
     validated: bool = False
     timings: dict = field(default_factory=dict)
@@ -170,7 +171,7 @@ def prefill_and_decode(model, ids: np.ndarray, positions: np.ndarray, delta: int
 
 
 # ------------------------------------------------------------------------------------------ the modes
-def _grids(layout: HandoffLayout, modality: str) -> Optional[list]:
+def _grids(layout: HandoffLayout, modality: str) -> list | None:
     return [list(i.grid_thw) for i in layout.items if i.modality == modality] or None
 
 
@@ -231,11 +232,11 @@ def _stock_inputs(adapter, raw_prompt_ids, image_grid_thw, video_grid_thw, encod
     return _Inputs(np.asarray(ids), layout, positions, int(encoder_delta), validate)
 
 
-def prefill_decode(model, adapter, *, mode: str, wire: Optional[dict] = None, embeddings: torch.Tensor,
-                   deepstack: Sequence = (), item_rows: Optional[Sequence[int]] = None, raw_prompt_ids=None,
+def prefill_decode(model, adapter, *, mode: str, wire: dict | None = None, embeddings: torch.Tensor,
+                   deepstack: Sequence = (), item_rows: Sequence[int] | None = None, raw_prompt_ids=None,
                    image_grid_thw=None, video_grid_thw=None, video_metadata=None,
                    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, validate: bool = True, encoder_mrope=None,
-                   encoder_delta: Optional[int] = None, request_id=None) -> PDResult:
+                   encoder_delta: int | None = None, request_id=None) -> PDResult:
     """The PD side in one of :data:`MODES` (see the module docstring).
 
     * ``"epd"``: needs ``wire`` and ``item_rows`` (rows per item, as :func:`handoff` gives them); grids and

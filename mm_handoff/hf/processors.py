@@ -25,7 +25,8 @@ numpy is imported at module level; transformers / torch inside functions.
 from __future__ import annotations
 
 import copy
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -91,9 +92,11 @@ def build_processor(
     if fam == "cosmos3_edge":
         from transformers import Cosmos3EdgeProcessor as proc_cls
         from transformers.models.cosmos3_edge.image_processing_cosmos3_edge import (
-            Cosmos3EdgeImageProcessor as image_cls)
+            Cosmos3EdgeImageProcessor as image_cls,
+        )
         from transformers.models.cosmos3_edge.video_processing_cosmos3_edge import (
-            Cosmos3EdgeVideoProcessor as video_cls)
+            Cosmos3EdgeVideoProcessor as video_cls,
+        )
     else:
         from transformers import Qwen2VLImageProcessor as image_cls
         from transformers import Qwen3VLProcessor as proc_cls

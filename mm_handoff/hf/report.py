@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -31,7 +31,7 @@ _CACHE: dict = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def load_family(family: str, *, seed: int = 0, video_size: Optional[dict] = None) -> tuple:
+def load_family(family: str, *, seed: int = 0, video_size: dict | None = None) -> tuple:
     """``(tokenizer, processor, model, adapter)`` for ``family``, built once per process (cached).
 
     The tokenizer is the shared real one, the processor the real HF one (``build_processor``), the model the
@@ -73,7 +73,7 @@ def _hidden_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and bool(torch.equal(a, b))
 
 
-def _verdict(exc: Optional[HandoffError]) -> str:
+def _verdict(exc: HandoffError | None) -> str:
     return "ok" if exc is None else f"{type(exc).__name__}: {exc}"
 
 
@@ -148,9 +148,9 @@ def _report(tok, adapter, agg, enc, results: dict, verdicts: dict, stock_error) 
     }
 
 
-def run_three_modes(family: str, *, messages=None, text: Optional[str] = None, images=None, videos=None,
+def run_three_modes(family: str, *, messages=None, text: str | None = None, images=None, videos=None,
                     video_metadata=None, max_new_tokens: int = 6, seed: int = 0, include_rebuild: bool = True,
-                    progress: Optional[Callable[[str, dict], None]] = None, request_id=None, **proc_kw) -> dict:
+                    progress: Callable[[str, dict], None] | None = None, request_id=None, **proc_kw) -> dict:
     """Run one request aggregated, E/PD (``epd``, optionally ``epd-rebuild``) and ``epd-stock`` (validator on,
     then off) on ``family``'s tiny model; return a JSON-safe report.
 

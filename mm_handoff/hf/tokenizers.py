@@ -31,9 +31,10 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .._env import CACHE
 
@@ -261,7 +262,8 @@ def _check_tokenizer(tok: Any, spec: VocabSpec) -> None:
     if len(tok) != spec.length:
         raise RuntimeError(f"{spec.name} tokenizer has {len(tok)} entries, expected {spec.length}")
     ids = spec.special_ids()
-    for token in ("<|endoftext|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"):
+    specials = ("<|endoftext|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
+    for token in specials:
         got = tok.convert_tokens_to_ids(token)
         if got != ids[token]:
             raise RuntimeError(f"{spec.name}: {token!r} is id {got}, expected {ids[token]}")

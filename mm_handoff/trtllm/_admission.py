@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-from typing import Optional
 
 import attrs
 import numpy as np
@@ -60,7 +59,7 @@ class _Admission:
     in_prefill: bool = False
 
 
-_CURRENT: contextvars.ContextVar[Optional[_Admission]] = contextvars.ContextVar("mm_handoff_admission",
+_CURRENT: contextvars.ContextVar[_Admission | None] = contextvars.ContextVar("mm_handoff_admission",
                                                                                  default=None)
 
 
@@ -74,7 +73,8 @@ def admission_wrapper(wrapped, llm, args, kwargs, *, policy: Policy):
     try:
         result = wrapped(*args, **kwargs)
     except HandoffError as exc:  # raised at the prefill point, which cannot see the request
-        raise exc.with_request(label)
+        exc.with_request(label)
+        raise
     finally:
         _CURRENT.reset(token)
     try:

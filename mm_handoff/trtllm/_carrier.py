@@ -20,10 +20,10 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from ..accept import adapter_value, embedding_shapes_of
-from ..errors import AdapterError, HandoffError
+from ..errors import HandoffError
 from ..policy import Policy
 from ..registry import REGISTRY, build_adapter
 
@@ -55,7 +55,7 @@ CARRIED_KEYS = (LAYOUT_KEY, GRIDS_KEY, VIDEO_METADATA_KEY)
 FALLBACK = object()
 
 
-def enforce(policy: Policy, error: HandoffError, *, where: str, rebuild: Optional[Callable] = None):
+def enforce(policy: Policy, error: HandoffError, *, where: str, rebuild: Callable | None = None):
     """Apply the policy to one failed check; returns ``rebuild()``'s value or :data:`FALLBACK`.
 
     ``raise``: the typed error propagates. ``fallback``: a warning. ``rebuild``: ``rebuild()`` where
@@ -72,7 +72,7 @@ def enforce(policy: Policy, error: HandoffError, *, where: str, rebuild: Optiona
 
 
 # ------------------------------------------------------------------------- reading the carrier
-def embedding_handles(disaggregated_params) -> Optional[list]:
+def embedding_handles(disaggregated_params) -> list | None:
     handles = getattr(disaggregated_params, "multimodal_embedding_handles", None)
     return handles if isinstance(handles, list) and handles else None
 
@@ -135,11 +135,11 @@ def mrope_ids_of(multimodal_data) -> object:
 
 
 # ----------------------------------------------------------------------------------- adapters
-_ADAPTERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_ADAPTERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _ADAPTERS_LOCK = threading.Lock()
 
 
-def adapter_for(processor, *, convention: Optional[str] = None, request_id=None):
+def adapter_for(processor, *, convention: str | None = None, request_id=None):
     """The family adapter of a TensorRT-LLM input processor, cached per processor instance.
 
     Resolved through the registry by class (along the MRO) and built by

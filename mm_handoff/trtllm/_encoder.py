@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextvars
 import logging
 import math
-from typing import Optional
 
 import numpy as np
 
@@ -50,7 +49,7 @@ __all__ = ["generate_async_wrapper", "preprocess_wrapper", "to_handle_wrapper", 
 log = logging.getLogger("mm_handoff.trtllm")
 
 #: the capture slot of the ``generate_async`` call in progress in this context (None outside one)
-_SLOT: contextvars.ContextVar[Optional[dict]] = contextvars.ContextVar("mm_handoff_encoder_slot", default=None)
+_SLOT: contextvars.ContextVar[dict | None] = contextvars.ContextVar("mm_handoff_encoder_slot", default=None)
 
 
 def to_handle_wrapper(wrapped, params, args, kwargs, *, policy: Policy):

@@ -11,13 +11,12 @@ import functools
 import importlib
 import logging
 import threading
-from typing import Optional, Union
 
 import attrs
 
+from .._ledger import Ledger, find_owner, target_key
 from ..errors import EngineNotSupportedError, HandoffError
 from ..policy import Policy, resolve_policy
-from .._ledger import Ledger, find_owner, target_key
 from ._targets import import_model_modules, probe, wrapper_name
 
 __all__ = ["install", "uninstall", "is_installed", "status", "get_original", "SUPPORTED_VERSIONS",
@@ -67,11 +66,11 @@ def version_in_range(version: str, requirement: str) -> bool:
         return False
 
 
-def version_supported(version: Optional[str]) -> bool:
+def version_supported(version: str | None) -> bool:
     return bool(version) and all(version_in_range(version, r) for r in SUPPORTED_VERSIONS)
 
 
-def distribution_version(name: str) -> Optional[str]:
+def distribution_version(name: str) -> str | None:
     """An installed distribution's version from its metadata, without importing it."""
     from importlib.metadata import PackageNotFoundError, version
 
@@ -83,7 +82,7 @@ def distribution_version(name: str) -> Optional[str]:
         return None
 
 
-def engine_version(module) -> Optional[str]:
+def engine_version(module) -> str | None:
     """``tensorrt_llm.__version__`` (the imported module's, else the distribution's)."""
     value = getattr(module, "__version__", None)
     if isinstance(value, str) and value:
@@ -119,7 +118,7 @@ def upstream_carriers() -> dict:
     return {name: decision for name, decision in UPSTREAM_CARRIERS.items() if name in fields}
 
 
-def _refuse(field: str, expected, actual, hint: Optional[str] = None) -> EngineNotSupportedError:
+def _refuse(field: str, expected, actual, hint: str | None = None) -> EngineNotSupportedError:
     return EngineNotSupportedError(field, expected, actual, hint=hint)
 
 
@@ -131,7 +130,7 @@ def _import_engine():
                       hint="install it from NVIDIA's index, or do not call mm_handoff.trtllm.install()") from exc
 
 
-def _check_version(version: Optional[str]) -> None:
+def _check_version(version: str | None) -> None:
     if version is None:
         raise _refuse("tensorrt_llm.__version__", " and ".join(SUPPORTED_VERSIONS), None)
     for requirement in SUPPORTED_VERSIONS:
@@ -162,7 +161,7 @@ class _State:
     #: upstream already carries the layout: install() stood down without patching
     standing_down: bool = False
     upstream_fix_fields: list = attrs.Factory(list)
-    engine_version: Optional[str] = None
+    engine_version: str | None = None
 
 
 _LOCK = threading.RLock()
@@ -171,7 +170,7 @@ _STATE = _State()
 
 
 # --------------------------------------------------------------------------------- lifecycle
-def install(*, policy: Optional[Union[str, Policy]] = None) -> dict:
+def install(*, policy: str | Policy | None = None) -> dict:
     """Patch TensorRT-LLM's hook points (see the patch table); returns :func:`status`.
 
     Idempotent: a second call logs "already installed" and changes nothing. Refuses with

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -84,7 +84,7 @@ def _accepted_layout(encoder_output, handles, adapter, mrope_ids, request_id):
 
 
 def prefill_request(encoder_output, *, adapter=None, processor=None,
-                    request_type: Optional[str] = "context_and_generation") -> PrefillRequest:
+                    request_type: str | None = "context_and_generation") -> PrefillRequest:
     """A ``PreprocessedInputs`` + ``DisaggregatedParams`` pair for the PD ``LLM.generate_async``.
 
     ``encoder_output`` is a ``MultimodalEncoder`` result whose handles carry the layout (install
@@ -126,4 +126,5 @@ def prefill_request(encoder_output, *, adapter=None, processor=None,
     params = MultimodalParams(multimodal_input=disagg.to_multimodal_input(dp.multimodal_hashes),
                               multimodal_data=multimodal_data)
     new_dp = dataclasses.replace(dp, request_type=request_type) if dataclasses.is_dataclass(dp) else dp
-    return PrefillRequest(PreprocessedInputs(prompt_token_ids=disagg.prompt_token_ids, multimodal_params=params), new_dp)
+    inputs = PreprocessedInputs(prompt_token_ids=disagg.prompt_token_ids, multimodal_params=params)
+    return PrefillRequest(inputs, new_dp)

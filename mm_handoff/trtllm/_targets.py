@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from typing import Callable, Optional, Tuple
+from collections.abc import Callable
 
 import attrs
 
+from .._ledger import WRAPPER_MARK, find_owner, target_key
 from ..errors import HandoffError
 from ..registry import REGISTRY
 from ._admission import admission_wrapper, prefill_wrapper
 from ._encoder import generate_async_wrapper, preprocess_wrapper, to_handle_wrapper
-from .._ledger import WRAPPER_MARK, find_owner, target_key
 from ._worker import enqueue_request_wrapper, prepare_tp_inputs_wrapper
 
 __all__ = ["PatchSpec", "HookPoint", "PATCH_TABLE", "MODEL_MODULES", "import_model_modules", "probe",
@@ -33,9 +33,9 @@ class PatchSpec:
     qualname: str
     #: ``(attribute, wrapper)`` pairs, newest name first: the first attribute present gets its wrapper,
     #: called as ``wrapper(wrapped, instance, args, kwargs, policy=...)``
-    hooks: Tuple[Tuple[str, Callable], ...]
+    hooks: tuple[tuple[str, Callable], ...]
     #: leading parameter names after ``self`` that the signature must start with
-    params: Tuple[str, ...]
+    params: tuple[str, ...]
     #: install refuses when a required hook point is missing
     required: bool
     #: ``"user"`` (LLM / encoder / server process) or ``"worker"`` (executor worker)
@@ -53,7 +53,7 @@ class PatchSpec:
 _QWEN3VL = "tensorrt_llm/_torch/models/modeling_qwen3vl.py"
 _LLM = "tensorrt_llm/llmapi/llm.py (the version with TODO(TRTLLM-12869); its commit is not recorded)"
 
-PATCH_TABLE: Tuple[PatchSpec, ...] = (
+PATCH_TABLE: tuple[PatchSpec, ...] = (
     # encoder side (_encoder.py); before BaseLLM._preprocess, so the encoder's _preprocess row records
     # the engine's own function, never the admission wrapper, as its original
     PatchSpec("tensorrt_llm.llmapi.mm_encoder", "MultimodalEncoder", (("generate_async", generate_async_wrapper),),
@@ -89,7 +89,7 @@ PATCH_TABLE: Tuple[PatchSpec, ...] = (
 )
 
 #: model modules that register Qwen3-VL-family processors; the zoo loads lazily, so install imports them
-MODEL_MODULES: Tuple[Tuple[str, bool], ...] = (
+MODEL_MODULES: tuple[tuple[str, bool], ...] = (
     ("tensorrt_llm._torch.models.modeling_qwen3vl", True),
     ("tensorrt_llm._torch.models.modeling_qwen3vl_moe", False),
     ("tensorrt_llm._torch.models.modeling_qwen3_5", False),
@@ -109,15 +109,15 @@ class HookPoint:
     spec: PatchSpec
     #: ``"module:Qualname.attr"`` (the ledger key), or the spec's display name when unresolved
     key: str
-    cls: Optional[type] = None
-    attr: Optional[str] = None
+    cls: type | None = None
+    attr: str | None = None
     #: the wrapper the row names for ``attr`` (the newest name's when unresolved)
-    wrapper: Optional[Callable] = None
+    wrapper: Callable | None = None
     #: found | missing | drifted
     state: str = "missing"
     reason: str = ""
     #: for a drifted hook: (what mm-handoff expects, what the engine has)
-    drift: Optional[tuple] = None
+    drift: tuple | None = None
 
 
 def import_model_modules() -> dict:

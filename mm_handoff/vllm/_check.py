@@ -13,8 +13,6 @@ item, or vLLM expands a pad that was already expanded.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from ..accept import accept_layout
@@ -41,7 +39,7 @@ def check_output(output, carried, adapter, *, embeddings=None) -> HandoffLayout:
 
 
 def check_raw_prompt(prompt_token_ids, adapter, *, images: int, videos: int,
-                     request_id: Optional[object] = None) -> None:
+                     request_id: object | None = None) -> None:
     """One ``<|image_pad|>`` per image and one ``<|video_pad|>`` per video before vLLM expands them."""
     raw = readonly_ids(prompt_token_ids, "prompt_token_ids")
     spec = adapter.spec

@@ -23,10 +23,10 @@ import logging
 import threading
 import weakref
 
+from .._ledger import Ledger, target_key
 from ..errors import EngineNotSupportedError
 from ..registry import get_adapter
 from ..spec import PAD_ONLY, REPLACE_WRAPPER
-from .._ledger import Ledger, target_key
 from ._check import check_expansion, check_raw_prompt
 from ._request import LAYOUT_KWARG
 
@@ -39,7 +39,7 @@ HOOK_MODULE = "vllm.model_executor.models.qwen3_vl"
 HOOK_CLASS = "Qwen3VLMultiModalProcessor"
 _LOCK = threading.RLock()
 _LEDGER = Ledger()
-_ADAPTERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_ADAPTERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _processor_class():

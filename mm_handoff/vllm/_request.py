@@ -13,7 +13,8 @@ layout read back from the prompt, which print the same) give the same text.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import attrs
 import numpy as np
@@ -21,7 +22,8 @@ import numpy as np
 from ..accept import accept_layout, call_adapter
 from ..adapters.timestamps import format_timestamp
 from ..errors import GridMismatchError, HandoffError
-from ..layout import IMAGE, HandoffLayout
+from ..items import IMAGE
+from ..layout import HandoffLayout
 from ..spec import PAD_ONLY
 
 __all__ = ["EmbedsRequest", "embeds_request", "raw_prompt_ids", "item_embeddings", "LAYOUT_KWARG"]
@@ -61,10 +63,10 @@ def raw_prompt_ids(layout: HandoffLayout) -> np.ndarray:
     parts, cursor = [], 0
     for item in layout.items:
         if item.modality == IMAGE:
-            lo, hi, piece = item.runs[0].offset, item.runs[-1].end, [spec.image_pad]
+            lo, hi, piece = item.first_offset, item.end, [spec.image_pad]
         else:
-            lo = item.timestamp_spans[0][0] if item.timestamp_spans else item.runs[0].offset - 1
-            hi = item.runs[-1].end + 1
+            lo = int(item.span_array[0, 0]) if item.span_array is not None else item.first_offset - 1
+            hi = item.end + 1
             piece = [spec.video_pad] if layout.convention == PAD_ONLY else \
                 [spec.vision_start, spec.video_pad, spec.vision_end]
         parts += [ids[cursor:lo], np.asarray(piece, dtype=np.int32)]
@@ -75,7 +77,7 @@ def raw_prompt_ids(layout: HandoffLayout) -> np.ndarray:
     return out
 
 
-def item_embeddings(rows, deepstack: Sequence = (), item_rows: Optional[Sequence[int]] = None) -> list:
+def item_embeddings(rows, deepstack: Sequence = (), item_rows: Sequence[int] | None = None) -> list:
     """Per-item tensors ``(rows_i, hidden * (1 + levels))``: the deepstack levels concatenated after the
     vision tower's rows, in the model's level order, split by ``item_rows`` (rows in sequence order)."""
     import torch
@@ -93,7 +95,7 @@ def _video_timestamps(layout: HandoffLayout, adapter, video_metadata, request_id
         raise HandoffError("video_metadata", f"{len(videos)} entries (one per video)", len(metas),
                            request_id=request_id)
     out = []
-    for j, (item, meta) in enumerate(zip(videos, metas)):
+    for j, (item, meta) in enumerate(zip(videos, metas, strict=False)):
         printed = item.timestamps
         seconds = printed if meta is None else call_adapter(adapter, "video_timestamps", meta, j,
                                                             request_id=request_id)
@@ -126,7 +128,7 @@ def embeds_request(layout: HandoffLayout, embeddings: Sequence, adapter, *, vide
     call_adapter(adapter, "check_prompt", layout, raw, request_id=request_id)
     data: dict[str, dict] = {}
     for modality in (IMAGE, "video"):
-        picked = [(item, emb) for item, emb in zip(layout.items, embeddings) if item.modality == modality]
+        picked = [(item, emb) for item, emb in zip(layout.items, embeddings, strict=True) if item.modality == modality]
         if picked:
             data[modality] = {f"{modality}_embeds": torch.cat([torch.as_tensor(e) for _, e in picked], dim=0),
                               f"{modality}_grid_thw": torch.tensor([list(i.grid_thw) for i, _ in picked])}

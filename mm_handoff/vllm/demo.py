@@ -146,6 +146,7 @@ def run_demo(args) -> int:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # the table, not vLLM's start-up log, on stdout
     try:
         import vllm  # noqa: F401
+
         from ..hf.encode import encode
     except ImportError as exc:
         raise UsageError(f"--engine vllm needs vLLM and the hf extra's packages (see docs/vllm.md): {exc}") from None

@@ -2,13 +2,14 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
-
 from handoff_strategies import prompts
+from hypothesis import given
+from hypothesis import strategies as st
+from oracles import derive_layout_naive
+
 from mm_handoff import HandoffError, get_adapter
 from mm_handoff.derive import derive_layout
 from mm_handoff.errors import GridMismatchError
-from oracles import derive_layout_naive
 
 QWEN_RAW = [151644, 872, 198, 151652, 151656, 151653, 74785, 419, 2766, 13, 151645, 198, 151644, 77091, 198]
 META_720P40 = {"fps": 24.0, "frames_indices": list(range(40)), "total_num_frames": 40}
@@ -24,7 +25,7 @@ def test_vectorised_equals_naive(case):
     slow = derive_layout_naive(expanded, adapter.spec, **kw)
     assert fast == slow
     assert fast.fingerprint() == slow.fingerprint()
-    for item, grid in zip([i for i in fast.items if i.modality == "video"], video_grids):
+    for item, grid in zip([i for i in fast.items if i.modality == "video"], video_grids, strict=True):
         assert len(item.runs) == grid[0] and item.timestamps is not None
 
 

@@ -9,17 +9,23 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from handoff_strategies import layouts
+from hypothesis import given
+from hypothesis import strategies as st
 
 import mm_handoff
-from handoff_strategies import layouts
 from mm_handoff import HandoffError, HandoffLayout, SkewError, check_mrope_slice, check_skew, get_adapter, validate
 from mm_handoff.adapters import FAMILIES
 from mm_handoff.checks import first_difference
-from mm_handoff.errors import EmbeddingCountError, LayoutError, MropeLengthError, TokenMismatchError, WireFormatError
-from mm_handoff.errors import _fmt
+from mm_handoff.errors import (
+    EmbeddingCountError,
+    LayoutError,
+    MropeLengthError,
+    TokenMismatchError,
+    WireFormatError,
+    _fmt,
+)
 
 from_wire = HandoffLayout.from_wire
 
@@ -53,14 +59,16 @@ if not assert_off:
     sys.exit("not running under -O")
 raw = [1, s.vision_start, s.video_pad, s.vision_end, 2]
 meta = {"fps": 24.0, "frames_indices": list(range(8)), "total_num_frames": 8}
-agg = a.derive_layout(a.rebuild_token_ids(raw, video_grid_thw=[[4, 4, 6]], video_metadata=[meta]), video_grid_thw=[[4, 4, 6]])
+grid = [[4, 4, 6]]
+agg = a.derive_layout(a.rebuild_token_ids(raw, video_grid_thw=grid, video_metadata=[meta]), video_grid_thw=grid)
 stock = a.derive_layout(a.stock_token_ids(raw, video_grid_thw=[[4, 4, 6]]), video_grid_thw=[[4, 4, 6]], mrope=False)
 cases = [
     (MropeLengthError, lambda: validate(stock, mrope_position_ids=agg.mrope_position_ids)),
     (GridMismatchError, lambda: validate(stock)),
     (EmbeddingCountError, lambda: validate(agg, embedding_rows=3)),
     (MropeLengthError, lambda: check_mrope_slice([3, 1, 10], 9)),
-    (LayoutError, lambda: HandoffLayout([1, 2], (MultimodalItem("video", ((0, 2),), 2, (1, 2, 4)),), s, family="x", convention="pad_only")),
+    (LayoutError, lambda: HandoffLayout([1, 2], (MultimodalItem("video", ((0, 2),), 2, (1, 2, 4)),), s, family="x",
+                                        convention="pad_only")),
     (WireChecksumError, lambda: from_wire(dict(agg.to_wire(), checksum="0" * 32))),
     (WireLimitError, lambda: from_wire(dict(agg.to_wire(), length=10**12))),
 ]

@@ -9,6 +9,7 @@ import random
 import tracemalloc
 
 from handoff_strategies import make_adapter
+
 from mm_handoff import accept_layout
 from mm_handoff.mrope import PATTERNS
 

@@ -5,7 +5,6 @@ import pytest
 
 from mm_handoff import get_adapter
 from mm_handoff.errors import GridMismatchError
-from mm_handoff.mrope import mrope_positions
 
 
 def test_text_only_is_arange():

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import attrs
 import numpy as np
-from hypothesis import given, strategies as st
-
 from adversary import answer, content_of, resealed, with_item
 from handoff_strategies import prompts
+from hypothesis import given
+from hypothesis import strategies as st
+
 from mm_handoff import HandoffError, accept_layout, wire
 from mm_handoff.spec import TimestampVocab
 

@@ -37,7 +37,8 @@ def test_wheel_layout(wheel):
     assert "adapters" not in tops and "tests" not in tops and "benchmarks" not in tops
     assert "mm_handoff/adapters/__init__.py" in names and "mm_handoff/py.typed" in names
     meta = next(n for n in names if n.endswith("METADATA"))
-    requires = [l for l in zipfile.ZipFile(wheel).read(meta).decode().splitlines() if l.startswith("Requires-Dist")]
+    lines = zipfile.ZipFile(wheel).read(meta).decode().splitlines()
+    requires = [line for line in lines if line.startswith("Requires-Dist")]
     core = [r for r in requires if "extra ==" not in r]
     assert sorted(r.split()[1].split(">")[0] for r in core) == ["attrs", "numpy"]
     entry = next(n for n in names if n.endswith("entry_points.txt"))
@@ -51,7 +52,8 @@ def test_import_without_engines(wheel, tmp_path):
     py = env_dir / "bin" / "python"
     site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True, check=True).stdout.strip()
-    import attrs, numpy  # copy the two dependencies from this environment, nothing else
+    import attrs
+    import numpy  # copy the two dependencies from this environment, nothing else
     for mod in (attrs, numpy):
         src = Path(mod.__file__).parent
         os.symlink(src, Path(site) / src.name)

@@ -5,8 +5,8 @@ import types
 import pytest
 
 import mm_handoff.registry as registry_module
-from mm_handoff.errors import AdapterAlreadyRegisteredError, AdapterNotFoundError
 from mm_handoff.adapters import FAMILIES, Qwen3_5Adapter, Qwen3VLAdapter
+from mm_handoff.errors import AdapterAlreadyRegisteredError, AdapterNotFoundError
 from mm_handoff.registry import AdapterRegistry, class_key
 
 

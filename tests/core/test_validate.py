@@ -3,7 +3,14 @@
 import numpy as np
 import pytest
 
-from mm_handoff import EmbeddingCountError, MropeLengthError, TokenMismatchError, check_mrope_slice, get_adapter, validate
+from mm_handoff import (
+    EmbeddingCountError,
+    MropeLengthError,
+    TokenMismatchError,
+    check_mrope_slice,
+    get_adapter,
+    validate,
+)
 from mm_handoff.errors import FingerprintMismatchError, GridMismatchError
 
 RAW = [151644, 872, 198, 151652, 151656, 151653, 74785, 419, 2766, 13, 151645, 198, 151644, 77091, 198]

@@ -8,13 +8,12 @@ import zlib
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
-
 from handoff_strategies import layouts
-from mm_handoff import HandoffError, HandoffLayout, WireFormatError, WireLimits, get_adapter
-from mm_handoff.errors import WireChecksumError, WireLimitError, WireVersionError
-from mm_handoff.errors import _fmt
+from hypothesis import given
+from hypothesis import strategies as st
 
+from mm_handoff import HandoffError, HandoffLayout, WireFormatError, WireLimits, get_adapter
+from mm_handoff.errors import WireChecksumError, WireLimitError, WireVersionError, _fmt
 from mm_handoff.wire import VERSION
 
 from_wire = HandoffLayout.from_wire

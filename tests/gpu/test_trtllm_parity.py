@@ -62,9 +62,9 @@ def _clip(n_frames=40, fps=24.0, seconds=10.0):
 
 @pytest.fixture(scope="module")
 def parity_run():
-    from transformers import AutoTokenizer
     from tensorrt_llm import LLM, MultimodalEncoder, SamplingParams
     from tensorrt_llm.llmapi import KvCacheConfig
+    from transformers import AutoTokenizer
 
     import mm_handoff.trtllm as glue
 

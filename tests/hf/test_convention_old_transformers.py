@@ -157,7 +157,7 @@ def _cases(tok) -> dict:
     def render(parts):
         return tok.apply_chat_template(_messages(parts), tokenize=False, add_generation_prompt=True)
 
-    vs, vp, ve = "<|vision_start|>", "<|video_pad|>", "<|vision_end|>"
+    vp = "<|video_pad|>"
     return {
         "video": {"prompt": render(["video"]), "videos": [_video(6, 64, 96, 1)]},
         # 470 tokens under >= 5.10.1, 468 under <= 5.9
@@ -241,8 +241,9 @@ def test_replace_wrapper_rebuild_matches_old_processor(old_run, case):
     assert np.array_equal(layout.mrope_position_ids, np.asarray(res["mrope"], dtype=np.int64))
     assert layout.mrope_position_delta == res["delta"]
     # ... and to the installed (>= 5.10) get_rope_index: the rules did not change
-    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel
     import types
+
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLModel
     ns = types.SimpleNamespace(config=types.SimpleNamespace(vision_config=types.SimpleNamespace(spatial_merge_size=2)))
     ns.get_vision_position_ids = types.MethodType(Qwen3VLModel.get_vision_position_ids, ns)
     ids_t = torch.tensor(res["input_ids"], dtype=torch.int64)[None]
@@ -265,7 +266,7 @@ def test_replace_wrapper_rebuild_matches_old_processor(old_run, case):
         keep = np.ones(len(rebuilt_new), dtype=bool)
         for item in new_layout.items:
             if item.modality == "video":
-                first, last = item.runs[0], item.runs[-1]
+                last = item.runs[-1]
                 start = item.timestamp_spans[0][0] - 1
                 assert rebuilt_new[start] == new.spec.vision_start and rebuilt_new[last.end + 1] == new.spec.vision_end
                 keep[start] = keep[last.end + 1] = False

@@ -4,16 +4,16 @@ import types
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-
 from handoff_strategies import prompts
+from hypothesis import given, settings
 
 torch = pytest.importorskip("torch")
 modeling = pytest.importorskip("transformers.models.qwen3_vl.modeling_qwen3_vl")
 
 
 def hf_rope_index(merge: int):
-    ns = types.SimpleNamespace(config=types.SimpleNamespace(vision_config=types.SimpleNamespace(spatial_merge_size=merge)))
+    vision = types.SimpleNamespace(spatial_merge_size=merge)
+    ns = types.SimpleNamespace(config=types.SimpleNamespace(vision_config=vision))
     ns.get_vision_position_ids = modeling.Qwen3VLModel.get_vision_position_ids.__get__(ns)
     return modeling.Qwen3VLModel.get_rope_index.__get__(ns)
 

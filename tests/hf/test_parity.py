@@ -26,16 +26,16 @@ pytest.importorskip("transformers")
 pytest.importorskip("torchvision")
 torch = pytest.importorskip("torch")
 
+from oracles import derive_layout_naive  # noqa: E402
+
 import mm_handoff  # noqa: E402
 from mm_handoff import MropeLengthError  # noqa: E402
 from mm_handoff.adapters import FAMILIES as ADAPTERS  # noqa: E402
 from mm_handoff.checks import first_difference  # noqa: E402
-from oracles import derive_layout_naive  # noqa: E402
-from mm_handoff.hf import engine  # noqa: E402
+from mm_handoff.hf import engine, tiny  # noqa: E402
+from mm_handoff.hf import processors as P  # noqa: E402
 from mm_handoff.hf.encode import grid_list  # noqa: E402
 from mm_handoff.hf.prefill import pad_mask, prefill_and_decode  # noqa: E402
-from mm_handoff.hf import processors as P  # noqa: E402
-from mm_handoff.hf import tiny  # noqa: E402
 from mm_handoff.hf.tokenizers import load_tokenizer  # noqa: E402
 
 pytestmark = pytest.mark.hf

@@ -3,10 +3,11 @@
 import copy
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from mm_handoff.adapters.timestamps import calculate_timestamps, format_timestamp, sample_frame_indices
 from mm_handoff import get_adapter
+from mm_handoff.adapters.timestamps import calculate_timestamps, format_timestamp, sample_frame_indices
 
 processing = pytest.importorskip("transformers.models.qwen3_vl.processing_qwen3_vl")
 video_utils = pytest.importorskip("transformers.video_utils")

@@ -132,7 +132,8 @@ def test_chat_template_15_tokens(vocab_tok):
     img = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "x"}]}]
     assert "<|vision_start|><|image_pad|><|vision_end|>x" in tok.apply_chat_template(img, tokenize=False)
     plain = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
-    assert tok.apply_chat_template(plain, tokenize=False) == "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n"
+    expected = "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n"
+    assert tok.apply_chat_template(plain, tokenize=False) == expected
 
 
 def test_aliases_and_cache_dir(monkeypatch, tmp_path):
@@ -167,11 +168,12 @@ def test_concurrent_builds(tmp_path):
     )
     env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     procs = [
-        subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
         for _ in range(2)
     ]
     outs = [p.communicate(timeout=300) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (_, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err[-2000:]
     assert outs[0][0].strip() == outs[1][0].strip()
     entries = sorted(p.name for p in tmp_path.iterdir())

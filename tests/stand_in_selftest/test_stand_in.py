@@ -20,8 +20,8 @@ def stand_in(monkeypatch):
 
 
 def _context_request(prompt_ids, mrope_ids):
-    from tensorrt_llm.bindings import executor as tllm
     from tensorrt_llm._torch.pyexecutor.llm_request import LlmRequest
+    from tensorrt_llm.bindings import executor as tllm
 
     req = tllm.Request(client_id=1, input_token_ids=prompt_ids, max_tokens=4)
     req.py_multimodal_data = {
@@ -179,7 +179,8 @@ def test_e_to_pd_handoff_reproduces_issue_20138_in_process(stand_in, monkeypatch
         assert dp.mrope_position_ids_handle["tensor_size"] == [3, 1, l_agg]
 
         dp.request_type = "context_and_generation"
-        out_b = llm.generate_async({"prompt": prompt}, sampling_params=SamplingParams(max_tokens=4), disaggregated_params=dp).result()
+        out_b = llm.generate_async({"prompt": prompt}, sampling_params=SamplingParams(max_tokens=4),
+                                   disaggregated_params=dp).result()
         l_pd = len(out_b.prompt_token_ids)
         # 2 groups; transformers>=5.10.1 convention keeps the outer pair, so each group adds
         # one timestamp ("<0.2 seconds>", "<1.2 seconds>": 5 chars and the " seconds" token here) and a vs/ve pair.

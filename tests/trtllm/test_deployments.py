@@ -13,9 +13,9 @@ import dataclasses
 import json
 
 import pytest
+from trtllm_helpers import PROMPT, video_request
 
 import mm_handoff.trtllm as glue
-from trtllm_helpers import PROMPT, video_request
 
 
 def _sp(n=4):

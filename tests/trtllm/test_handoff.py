@@ -4,10 +4,10 @@ import threading
 
 import numpy as np
 import pytest
+from trtllm_helpers import IMAGE_PROMPT, PROMPT, video_request
 
 import mm_handoff.trtllm as glue
 from mm_handoff.errors import HandoffError, MropeLengthError
-from trtllm_helpers import IMAGE_PROMPT, PROMPT, video_request
 
 
 def _sp(n=4):

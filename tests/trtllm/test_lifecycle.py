@@ -5,11 +5,11 @@ import logging
 import threading
 
 import pytest
+from trtllm_helpers import PROMPT, video_request
 
 import mm_handoff.trtllm as glue
-from mm_handoff.errors import EngineNotSupportedError, HandoffError
 from mm_handoff._ledger import WRAPPER_MARK, find_owner
-from trtllm_helpers import PROMPT, video_request
+from mm_handoff.errors import EngineNotSupportedError, HandoffError
 
 
 def _targets():
@@ -40,14 +40,14 @@ def test_install_then_uninstall_restores_the_exact_originals(engine):
     report = glue.install()
     assert glue.is_installed() and report["installed"]
     assert {h["state"] for h in report["hooks"]} == {"patched"}
-    for (cls, attr), original in zip(targets, effective):
+    for (cls, attr), original in zip(targets, effective, strict=True):
         assert getattr(vars(cls)[attr], WRAPPER_MARK) == f"{cls.__module__}:{cls.__qualname__}.{attr}"
         assert not hasattr(original, WRAPPER_MARK)
         assert glue.get_original((cls, attr)) is original
         assert glue.get_original(f"{cls.__module__}:{cls.__qualname__}.{attr}") is original
     glue.uninstall()
     assert not glue.is_installed()
-    assert all(a is b for a, b in zip(_raw(targets), before))
+    assert all(a is b for a, b in zip(_raw(targets), before, strict=True))
 
 
 def test_install_twice_is_a_no_op(engine, caplog):
@@ -59,8 +59,8 @@ def test_install_twice_is_a_no_op(engine, caplog):
         report = glue.install(policy="fallback")
     assert "already installed" in caplog.text
     assert report["policy"] == "raise"
-    assert all(a is b for a, b in zip(_raw(targets), first))
-    assert all(w.__wrapped__ is glue.get_original(t) for w, t in zip(first, targets))
+    assert all(a is b for a, b in zip(_raw(targets), first, strict=True))
+    assert all(w.__wrapped__ is glue.get_original(t) for w, t in zip(first, targets, strict=True))
     assert all(not hasattr(w.__wrapped__, WRAPPER_MARK) for w in first)
 
 
@@ -72,7 +72,7 @@ def test_concurrent_installs_patch_once(engine):
         t.start()
     for t in threads:
         t.join()
-    for (cls, attr), wrapper in zip(targets, _raw(targets)):
+    for (cls, attr), wrapper in zip(targets, _raw(targets), strict=True):
         assert not hasattr(wrapper.__wrapped__, WRAPPER_MARK), f"{cls.__name__}.{attr} wrapped twice"
 
 
@@ -84,7 +84,7 @@ def test_uninstall_without_install_is_harmless(engine, caplog):
         glue.uninstall()
         glue.uninstall()
     assert "not installed" in caplog.text
-    assert all(a is b for a, b in zip(_raw(targets), before))
+    assert all(a is b for a, b in zip(_raw(targets), before, strict=True))
 
 
 def test_inherited_method_is_deleted_not_set_on_uninstall(engine):
@@ -153,7 +153,7 @@ def test_drifted_signature_refuses_naming_the_hook(engine):
     assert "('prompt', 'sampling_params', 'disaggregated_params')" in message
     assert "('inputs', 'sampling_params', 'disaggregated_params')" in message
     assert not glue.is_installed()
-    assert all(a is b for a, b in zip(_raw(targets), before))
+    assert all(a is b for a, b in zip(_raw(targets), before, strict=True))
 
 
 def test_renamed_required_method_refuses_naming_the_hook(engine):
@@ -162,7 +162,8 @@ def test_renamed_required_method_refuses_naming_the_hook(engine):
 
     Qwen3VLInputProcessorBase.build_prefill_inputs = Qwen3VLInputProcessorBase.build_disagg_prefill_multimodal_inputs
     del Qwen3VLInputProcessorBase.build_disagg_prefill_multimodal_inputs
-    with pytest.raises(EngineNotSupportedError, match="Qwen3VLInputProcessorBase.*build_disagg_prefill_multimodal_inputs"):
+    pattern = "Qwen3VLInputProcessorBase.*build_disagg_prefill_multimodal_inputs"
+    with pytest.raises(EngineNotSupportedError, match=pattern):
         glue.install()
 
 
@@ -198,7 +199,7 @@ def test_upstream_fix_makes_install_stand_down(engine):
     report = glue.install()
     assert report["standing_down"] and report["upstream_fix_fields"] == ["multimodal_layout"]
     assert not glue.is_installed()
-    assert all(a is b for a, b in zip(_raw(targets), before))
+    assert all(a is b for a, b in zip(_raw(targets), before, strict=True))
 
 
 def test_engine_modules_imported_before_or_after_install(engine):

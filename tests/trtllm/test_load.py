@@ -8,9 +8,10 @@ import concurrent.futures
 import copy
 import random
 
+from trtllm_helpers import PROMPT, video_request
+
 import mm_handoff.trtllm as glue
 from mm_handoff.errors import HandoffError, MropeLengthError
-from trtllm_helpers import PROMPT, video_request
 
 N_REQUESTS = 1000
 N_THREADS = 8
@@ -94,9 +95,9 @@ def test_install_uninstall_raced_from_threads_leaves_one_consistent_state(engine
         t.join()
     current = [vars(cls)[attr] for cls, attr in targets]
     if glue.is_installed():
-        for fn, orig in zip(current, originals):
+        for fn, orig in zip(current, originals, strict=True):
             assert fn is not orig and getattr(fn, "__wrapped__", None) is orig  # one layer, over the original
     else:
-        assert all(fn is orig for fn, orig in zip(current, originals))
+        assert all(fn is orig for fn, orig in zip(current, originals, strict=True))
     glue.uninstall()
     assert [vars(cls)[attr] for cls, attr in targets] == originals and not glue.is_installed()

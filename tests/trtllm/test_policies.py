@@ -5,11 +5,11 @@ import logging
 
 import numpy as np
 import pytest
+from trtllm_helpers import PROMPT, video_request
 
 import mm_handoff.trtllm as glue
 from mm_handoff import get_adapter
 from mm_handoff.errors import HandoffError, MropeLengthError, SkewError
-from trtllm_helpers import PROMPT, video_request
 
 POLICIES = ("raise", "fallback", "rebuild")
 
@@ -189,7 +189,8 @@ def test_slice_precheck_passes_matching_requests_untouched(engine):
     original = glue.get_original((DecoderRunner, "_prepare_tp_inputs"))
     runner = DecoderRunner(model=None, use_mrope=True, max_num_tokens=64)
     kw = dict(enable_spec_decode=False, runtime_draft_len=0, is_dummy=False)
-    wrapped = runner._prepare_tp_inputs(ScheduledRequests(context_requests=[_context_request(10, 10)]), None, None, **kw)
+    scheduled = ScheduledRequests(context_requests=[_context_request(10, 10)])
+    wrapped = runner._prepare_tp_inputs(scheduled, None, None, **kw)
     stock = original(runner, ScheduledRequests(context_requests=[_context_request(10, 10)]), None, None, **kw)
     np.testing.assert_array_equal(wrapped[0]["position_ids"], stock[0]["position_ids"])
 

@@ -4,12 +4,11 @@ import dataclasses
 import io
 
 import pytest
-
-from mm_handoff.doctor import run_doctor
+from trtllm_helpers import video_request
 
 import mm_handoff.trtllm as glue
+from mm_handoff.doctor import run_doctor
 from mm_handoff.errors import HandoffError
-from trtllm_helpers import video_request
 
 
 def test_stand_in_handles_serve_one_consumer(engine):

@@ -1,7 +1,6 @@
 """What reading upstream found, confirmed on upstream's code; each test failed on the glue before its fix."""
 
 import dataclasses
-from typing import Any, Optional
 
 import pytest
 from upstream import flows

@@ -3,11 +3,10 @@
 import numpy as np
 import pytest
 from upstream import flows
+from upstream.flows import LLM_MODULES, PROCESSOR_MODULES
 
 from mm_handoff import validate
 from mm_handoff.errors import HandoffError
-
-from upstream.flows import LLM_MODULES, PROCESSOR_MODULES
 
 
 def test_registration_and_install_on_the_real_classes(upstream, glue):

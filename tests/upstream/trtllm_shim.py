@@ -24,7 +24,6 @@ import re
 import sys
 import types
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
 
 ENV = "MM_HANDOFF_TRTLLM_SRC"
 VERSION_ENV = "MM_HANDOFF_TRTLLM_VERSION"
@@ -123,7 +122,7 @@ class StubModule(types.ModuleType):
 
 # -------------------------------------------------------------------------------- the finder
 class _StubLoader(importlib.abc.Loader):
-    def __init__(self, tree: "UpstreamTree", reason: str, path: Optional[List[str]]):
+    def __init__(self, tree: UpstreamTree, reason: str, path: list[str] | None):
         self.tree, self.reason, self.path = tree, reason, path
 
     def create_module(self, spec):
@@ -140,7 +139,7 @@ class _StubLoader(importlib.abc.Loader):
 class _UpstreamLoader(importlib.machinery.SourceFileLoader):
     """Runs an upstream file; a name missing from a sibling module is filled with a stub (a gap)."""
 
-    tree: "UpstreamTree"
+    tree: UpstreamTree
 
     def exec_module(self, module):
         code = self.get_code(module.__name__)
@@ -162,7 +161,7 @@ class _UpstreamLoader(importlib.machinery.SourceFileLoader):
 
 
 class _TreeFinder(importlib.abc.MetaPathFinder):
-    def __init__(self, tree: "UpstreamTree"):
+    def __init__(self, tree: UpstreamTree):
         self.tree = tree
 
     def find_spec(self, fullname, path=None, target=None):
@@ -179,7 +178,7 @@ THIRD_PARTY_STUBS = ("tensorrt", "triton", "blake3")
 class _ThirdPartyFinder(importlib.abc.MetaPathFinder):
     """Last on ``sys.meta_path``: a listed module nothing else found, imported while upstream code runs."""
 
-    def __init__(self, tree: "UpstreamTree"):
+    def __init__(self, tree: UpstreamTree):
         self.tree = tree
 
     def find_spec(self, fullname, path=None, target=None):
@@ -193,17 +192,17 @@ class _ThirdPartyFinder(importlib.abc.MetaPathFinder):
 class UpstreamTree:
     """A TensorRT-LLM source tree served to ``import tensorrt_llm...`` through the shim."""
 
-    def __init__(self, root: os.PathLike, version: Optional[str] = None):
+    def __init__(self, root: os.PathLike, version: str | None = None):
         self.root = str(Path(root).resolve())
         self.version = version or os.environ.get(VERSION_ENV) or self._tree_version() or DEFAULT_VERSION
         self.version_source = ("argument" if version else VERSION_ENV if os.environ.get(VERSION_ENV)
                                else "version.py" if self._tree_version() else "shim default (#20138's release)")
         self.depth = 0
-        self.modules: Dict[str, Tuple[str, str]] = {}
-        self.gaps: List[Tuple[str, str, str]] = []
+        self.modules: dict[str, tuple[str, str]] = {}
+        self.gaps: list[tuple[str, str, str]] = []
         self._finders = (_TreeFinder(self), _ThirdPartyFinder(self))
 
-    def _tree_version(self) -> Optional[str]:
+    def _tree_version(self) -> str | None:
         """``tensorrt_llm/version.py``'s string, when the tree has that file."""
         path = Path(self.root, PKG, "version.py")
         match = re.search(r"__version__\s*=\s*[\"']([^\"']+)", path.read_text()) if path.is_file() else None
@@ -255,7 +254,7 @@ class UpstreamTree:
         self.modules[name] = (kind, detail)
 
     # ---- lifecycle
-    def activate(self) -> "UpstreamTree":
+    def activate(self) -> UpstreamTree:
         self.deactivate()
         _purge()
         sys.meta_path.insert(0, self._finders[0])
@@ -269,7 +268,7 @@ class UpstreamTree:
         _purge()
 
     # ---- reporting
-    def report(self) -> Dict[str, Tuple[str, str]]:
+    def report(self) -> dict[str, tuple[str, str]]:
         """``{module: ("upstream", file) | ("stub", why)}`` for every module loaded so far."""
         return dict(sorted(self.modules.items()))
 

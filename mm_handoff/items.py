@@ -1,0 +1,278 @@
+"""One image or video of a layout, its pad runs held as columns.
+
+An item's runs are two read-only int64 arrays, ``run_offsets`` and ``run_lengths`` (TensorRT-LLM's
+``multimodal_run_positions`` / ``multimodal_run_lengths`` vocabulary), checked by the item itself in
+one vectorised pass: a 768-frame video has 384 runs, and the derivation and the wire decoder build
+them from arrays without one Python object per run. ``runs`` is a derived read-only view of
+:class:`PlaceholderRun` values for callers that want objects. Nothing is truncated: ``4.9`` rows, a
+``"4"`` offset or a ``(2.7, 2, 4)`` grid are errors naming the field, not 4, 4 and ``(2, 2, 4)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import numpy as np
+
+from .errors import LayoutError
+from .spec import strict_int
+
+__all__ = ["PlaceholderRun", "MultimodalItem", "IMAGE", "VIDEO", "MODALITIES", "as_int"]
+
+IMAGE = "image"
+VIDEO = "video"
+MODALITIES = (IMAGE, VIDEO)
+
+
+def as_int(value):
+    """An int for ints and integral numbers (numpy ints, 0-d tensors, 4.0); anything else unchanged
+    (the validator then names it)."""
+    if type(value) is int:  # the common case, before strict_int's type ladder
+        return value
+    try:
+        return strict_int(value)
+    except (TypeError, ValueError, OverflowError):
+        return value
+
+
+def _at_least(low: int):
+    def check(instance, attribute, value) -> None:
+        if type(value) is not int or value < low:
+            raise LayoutError(f"{type(instance).__name__}.{attribute.name}", f"an int >= {low}", value)
+    return check
+
+
+@attrs.frozen
+class PlaceholderRun:
+    """A contiguous run of pad tokens that receives encoder rows: ``[offset, offset + length)``."""
+
+    #: index of the run's first pad in the prompt (an int >= 0)
+    offset: int = attrs.field(converter=as_int, validator=_at_least(0))
+    #: number of pads (= embedding rows) in the run (an int >= 1)
+    length: int = attrs.field(converter=as_int, validator=_at_least(1))
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.length
+
+
+def _readonly(arr: np.ndarray) -> np.ndarray:
+    arr.flags.writeable = False
+    return arr
+
+
+def _run_columns(runs) -> tuple:
+    """``(offsets, lengths)`` int64 from :class:`PlaceholderRun` values or ``(offset, length)`` pairs."""
+    try:
+        runs = tuple(runs)
+    except TypeError:
+        raise LayoutError("MultimodalItem.runs", "a sequence of runs", type(runs).__name__) from None
+    pairs = []
+    for r in runs:
+        if isinstance(r, PlaceholderRun):
+            pairs.append((r.offset, r.length))
+        elif isinstance(r, (tuple, list)) and len(r) == 2:
+            run = PlaceholderRun(*r)  # its validators name a bad offset or length
+            pairs.append((run.offset, run.length))
+        else:
+            raise LayoutError("MultimodalItem.runs", "PlaceholderRun or (offset, length) pairs", r)
+    cols = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    return cols[:, 0].copy(), cols[:, 1].copy()
+
+
+def _int_column(values, field: str) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+        raise LayoutError(field, "a 1-D integer array", f"{arr.dtype} {arr.shape}")
+    return _readonly(arr.astype(np.int64))
+
+
+def _seconds(values) -> np.ndarray | None:
+    """Timestamps as a read-only float64 array: finite, non-negative, one decimal (``<{t:.1f} seconds>``)."""
+    if values is None:
+        return None
+    if not isinstance(values, np.ndarray):
+        try:
+            values = list(values)
+        except TypeError:
+            raise LayoutError("MultimodalItem.timestamps", "a sequence of seconds", type(values).__name__) from None
+        for g, t in enumerate(values):
+            if isinstance(t, bool) or not isinstance(t, (int, float, np.integer, np.floating)):
+                raise LayoutError(f"MultimodalItem.timestamps[{g}]", "a number of seconds", t)
+    t = np.asarray(values, dtype=np.float64) if len(values) else np.zeros(0)
+    if t.ndim != 1:
+        raise LayoutError("MultimodalItem.timestamps", "a 1-D sequence of seconds", f"shape {t.shape}")
+    ok = np.isfinite(t) & (t >= 0)
+    ok &= np.round(np.where(ok, t, 0) * 10) / 10 == t
+    if not bool(ok.all()):
+        g = int(np.flatnonzero(~ok)[0])
+        raise LayoutError(f"MultimodalItem.timestamps[{g}]", "a non-negative number with one decimal, as printed",
+                          float(t[g]))
+    return _readonly(t)
+
+
+def _spans(values) -> np.ndarray | None:
+    """Timestamp text spans as a read-only ``(k, 2)`` int64 array of half-open ``[start, end)``."""
+    if values is None:
+        return None
+    if isinstance(values, np.ndarray):
+        arr = values
+    else:
+        try:
+            values = list(values)
+        except TypeError:
+            raise LayoutError("MultimodalItem.timestamp_spans", "(start, end) pairs", type(values).__name__) from None
+        for g, span in enumerate(values):
+            pair = tuple(as_int(v) for v in span) if isinstance(span, (tuple, list)) else span
+            if not (isinstance(pair, tuple) and len(pair) == 2 and all(type(v) is int for v in pair)):
+                raise LayoutError(f"MultimodalItem.timestamp_spans[{g}]", "an int pair (start, end)", span)
+        arr = np.asarray(values, dtype=np.int64).reshape(-1, 2)
+    if arr.ndim != 2 or arr.shape[1:] != (2,) or (arr.size and arr.dtype.kind not in "iu"):
+        raise LayoutError("MultimodalItem.timestamp_spans", "(start, end) int pairs", f"{arr.dtype} {arr.shape}")
+    return _readonly(arr.astype(np.int64))
+
+
+def _grid(value) -> tuple:
+    """Three positive ints ``(t, h, w)``."""
+    try:
+        grid = tuple(as_int(v) for v in value)
+    except TypeError:
+        raise LayoutError("MultimodalItem.grid_thw", "three positive ints (t, h, w)", value) from None
+    if len(grid) != 3 or not all(type(v) is int and v >= 1 for v in grid):
+        raise LayoutError("MultimodalItem.grid_thw", "three positive ints (t, h, w)", value)
+    return grid
+
+
+@attrs.frozen(init=False, eq=False, repr=False)
+class MultimodalItem:
+    """One image or video in prompt order, with the pad runs that receive its embedding rows.
+
+    ``MultimodalItem(modality, runs, embedding_length, grid_thw, timestamps=None, timestamp_spans=None)``
+    takes runs as :class:`PlaceholderRun` values or ``(offset, length)`` pairs;
+    :meth:`from_arrays` takes the columns themselves.
+    """
+
+    #: ``"image"`` or ``"video"``
+    modality: str
+    #: each run's first pad in the prompt, in prompt order (read-only int64; one run per temporal
+    #: group for video in the aggregated layout)
+    run_offsets: np.ndarray
+    #: pads per run (read-only int64)
+    run_lengths: np.ndarray
+    #: rows the encoder ships for this item (= pads across its runs)
+    embedding_length: int
+    #: (t, h, w) in patches, t in temporal patches, as the processor reports it
+    grid_thw: tuple
+    #: per-group timestamps in seconds as printed in the prompt (read-only float64; video only)
+    seconds: np.ndarray | None
+    #: per-group ``[start, end)`` of the timestamp text (read-only ``(k, 2)`` int64; video only)
+    span_array: np.ndarray | None
+    _views: dict = attrs.field(factory=dict, init=False)
+
+    def __init__(self, modality: str, runs, embedding_length: int, grid_thw, timestamps=None,
+                 timestamp_spans=None) -> None:
+        offsets, lengths = _run_columns(runs)
+        self._init(modality, offsets, lengths, embedding_length, grid_thw, _seconds(timestamps),
+                   _spans(timestamp_spans))
+
+    @classmethod
+    def from_arrays(cls, modality: str, offsets, lengths, grid_thw, seconds=None, spans=None) -> MultimodalItem:
+        """An item from its columns (offsets, lengths; seconds and ``(k, 2)`` spans for a video),
+        checked in one vectorised pass; its rows are the sum of its lengths."""
+        item = cls.__new__(cls)
+        offsets = _int_column(offsets, "MultimodalItem.run_offsets")
+        lengths = _int_column(lengths, "MultimodalItem.run_lengths")
+        item._init(modality, offsets, lengths, int(lengths.sum()), grid_thw, _seconds(seconds), _spans(spans))
+        return item
+
+    def _init(self, modality, offsets, lengths, rows, grid, seconds, spans) -> None:
+        if modality not in MODALITIES:
+            raise LayoutError("MultimodalItem.modality", f"one of {MODALITIES}", modality)
+        rows = as_int(rows)
+        if type(rows) is not int or rows < 1:
+            raise LayoutError("MultimodalItem.embedding_length", "an int >= 1", rows)
+        self.__attrs_init__(modality, _readonly(offsets), _readonly(lengths), rows, _grid(grid), seconds, spans)
+        self._check()
+
+    def _check(self) -> None:
+        """Runs present, offsets >= 0, lengths >= 1, summing to the rows; timestamps for video groups only."""
+        off, ln = self.run_offsets, self.run_lengths
+        if off.shape != ln.shape:
+            raise LayoutError("MultimodalItem.runs", "as many offsets as lengths", (off.shape[0], ln.shape[0]))
+        if not off.shape[0]:
+            raise LayoutError("MultimodalItem.runs", "at least one pad run", 0)
+        if int(off.min()) < 0 or int(ln.min()) < 1:
+            k = int(np.flatnonzero((off < 0) | (ln < 1))[0])
+            raise LayoutError("PlaceholderRun.offset" if off[k] < 0 else "PlaceholderRun.length",
+                              "an int >= 0 (offset) and >= 1 (length)", (int(off[k]), int(ln[k])))
+        total = int(ln.sum())
+        if total != self.embedding_length:
+            raise LayoutError("MultimodalItem.runs", f"run lengths summing to embedding_length {self.embedding_length}",
+                              total)
+        if self.modality == IMAGE and (self.seconds is not None or self.span_array is not None):
+            raise LayoutError("MultimodalItem.timestamps", "None for an image", self.timestamps)
+        for name, values in (("timestamps", self.seconds), ("timestamp_spans", self.span_array)):
+            if values is not None and values.shape[0] != off.shape[0]:
+                raise LayoutError(f"MultimodalItem.{name}", f"one per group ({off.shape[0]})", values.shape[0])
+        if (self.seconds is None) != (self.span_array is None):
+            raise LayoutError("MultimodalItem.timestamp_spans", "given together with timestamps",
+                              "only one of timestamps and timestamp_spans")
+
+    # ------------------------------------------------------------------ derived, read-only views
+    def _view(self, key: str, build) -> Any:
+        try:
+            return self._views[key]
+        except KeyError:
+            value = self._views[key] = build()
+            return value
+
+    @property
+    def runs(self) -> tuple:
+        """The runs as :class:`PlaceholderRun` values (built on first use)."""
+        return self._view("runs", lambda: tuple(
+            map(PlaceholderRun, self.run_offsets.tolist(), self.run_lengths.tolist())))
+
+    @property
+    def timestamps(self) -> tuple | None:
+        """Per-group seconds as a tuple of floats (None when unknown)."""
+        return None if self.seconds is None else self._view("ts", lambda: tuple(self.seconds.tolist()))
+
+    @property
+    def timestamp_spans(self) -> tuple | None:
+        """Per-group ``(start, end)`` pairs (None when unknown)."""
+        return None if self.span_array is None else self._view(
+            "spans", lambda: tuple(map(tuple, self.span_array.tolist())))
+
+    @property
+    def first_offset(self) -> int:
+        """The item's first pad."""
+        return int(self.run_offsets[0])
+
+    @property
+    def end(self) -> int:
+        """One past the item's last pad."""
+        return int(self.run_offsets[-1] + self.run_lengths[-1])
+
+    # ------------------------------------------------------------------------------- identity
+    def _key(self) -> tuple:
+        return (self.modality, self.grid_thw, self.embedding_length, self.run_offsets.tobytes(),
+                self.run_lengths.tobytes(), None if self.seconds is None else self.seconds.tobytes(),
+                None if self.span_array is None else self.span_array.tobytes())
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, MultimodalItem):
+            return NotImplemented
+        return self is other or self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        runs = self.run_offsets.shape[0]
+        head = ", ".join(f"({o}, {n})" for o, n in zip(self.run_offsets[:4].tolist(), self.run_lengths[:4].tolist(),
+                                                        strict=True))
+        ts = "" if self.seconds is None else f", timestamps={self.timestamps[:4]}{'...' if runs > 4 else ''}"
+        return (f"MultimodalItem({self.modality!r}, runs=[{head}{', ...' if runs > 4 else ''}] ({runs}), "
+                f"embedding_length={self.embedding_length}, grid_thw={self.grid_thw}{ts})")
+
