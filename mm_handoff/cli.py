@@ -175,6 +175,8 @@ def cmd_bench(args) -> int:
         raise UsageError("the benchmark suite (benchmarks/) is not next to this installation; "
                          "run from a clone after `make setup`")
     spec = importlib.util.spec_from_file_location("mm_handoff_bench_report", report)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"{report} cannot be loaded as a module")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.run_bench(args)

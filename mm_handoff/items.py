@@ -272,7 +272,7 @@ class MultimodalItem:
         runs = self.run_offsets.shape[0]
         head = ", ".join(f"({o}, {n})" for o, n in zip(self.run_offsets[:4].tolist(), self.run_lengths[:4].tolist(),
                                                         strict=True))
-        ts = "" if self.seconds is None else f", timestamps={self.timestamps[:4]}{'...' if runs > 4 else ''}"
+        ts = "" if self.seconds is None else f", timestamps={self.seconds[:4].tolist()}{'...' if runs > 4 else ''}"
         return (f"MultimodalItem({self.modality!r}, runs=[{head}{', ...' if runs > 4 else ''}] ({runs}), "
                 f"embedding_length={self.embedding_length}, grid_thw={self.grid_thw}{ts})")
 

@@ -33,6 +33,8 @@ else (grid groups, embedding rows, mRoPE ids from the encoder, fingerprints) liv
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
+from typing import Any
 
 import attrs
 import numpy as np
@@ -62,6 +64,10 @@ __all__ = ["PlaceholderRun", "MultimodalItem", "HandoffLayout", "IMAGE", "VIDEO"
 _ITEM_TYPE = {IMAGE: 0, VIDEO: 1}  # TensorRT-LLM's item_types vocabulary
 
 
+def _as_tuple(values: Iterable[Any]) -> tuple:
+    return tuple(values)
+
+
 @attrs.frozen(eq=False)
 class HandoffLayout:
     """One request's expanded prompt and where its multimodal embeddings go (see module doc).
@@ -74,7 +80,7 @@ class HandoffLayout:
     #: the processor-expanded prompt, read-only int32
     token_ids: np.ndarray = attrs.field(converter=readonly_ids)
     #: images and videos in prompt order
-    items: tuple = attrs.field(converter=tuple, validator=valid_items)
+    items: tuple = attrs.field(converter=_as_tuple, validator=valid_items)
     #: the family's ids and sizes
     spec: TokenSpec = attrs.field(validator=valid_spec)
     #: adapter family name, e.g. ``"qwen3_vl"``

@@ -169,7 +169,7 @@ class AdapterRegistry:
 
         blocked = {n.strip() for n in os.environ.get(BLOCK_ENV, "").split(",") if n.strip()}
         loaded = []
-        eps = list(entry_points(group=ENTRY_POINT_GROUP))
+        eps: list[Any] = list(entry_points(group=ENTRY_POINT_GROUP))
         if not any(_is_builtin(ep) for ep in eps):  # running from a source tree without installed metadata
             eps.append(_SourceTreeBuiltin())
         # the built-in families first, whatever order the metadata lists them in: a plugin can add a

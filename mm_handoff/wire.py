@@ -65,10 +65,10 @@ class WireItem:
 
     modality: str
     grid_thw: tuple
-    offsets: tuple
-    lengths: tuple
-    timestamps: tuple | None = None
-    spans: tuple | None = None
+    offsets: Any
+    lengths: Any
+    timestamps: Any = None
+    spans: Any = None
 
 
 @attrs.frozen
@@ -158,7 +158,7 @@ def _dict(v, field, keys, rid, optional=frozenset()) -> dict:
     return v
 
 
-def _list(v, field, rid, max_len: int) -> list:
+def _list(v, field, rid, max_len: int) -> list | tuple:
     if type(v) is not list and type(v) is not tuple:
         raise _fail(field, "a list", _typename(v), rid)
     if len(v) > max_len:

@@ -64,11 +64,11 @@ class EncoderOutput:
     timings: dict = field(default_factory=dict)
 
     @property
-    def mrope_position_ids(self) -> np.ndarray:
+    def mrope_position_ids(self) -> np.ndarray | None:
         return self.layout.mrope_position_ids
 
     @property
-    def mrope_position_delta(self) -> int:
+    def mrope_position_delta(self) -> int | None:
         return self.layout.mrope_position_delta
 
 

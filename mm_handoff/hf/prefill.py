@@ -122,7 +122,7 @@ def _prefill(model, ids, positions, mask, embeddings, deepstack) -> tuple:
         x = x.masked_scatter(mask_t.unsqueeze(-1).expand_as(x), embeddings.to(x.device, x.dtype))
     pos3 = torch.from_numpy(np.array(positions, dtype=np.int64)).view(3, 1, n)  # a writable copy
     pos4 = torch.cat([torch.arange(n, dtype=torch.int64).view(1, 1, n), pos3], dim=0)
-    kw = {}
+    kw: dict[str, Any] = {}
     if len(deepstack):
         kw["visual_pos_masks"] = mask_t
         kw["deepstack_visual_embeds"] = [d.to(x.device, x.dtype) for d in deepstack]

@@ -89,18 +89,19 @@ def build_processor(
     vkw: dict[str, Any] = {"size": dict(video_size if video_size is not None else OFFICIAL_VIDEO_SIZE),
                            "do_sample_frames": do_sample_frames}
     ikw: dict[str, Any] = {} if image_size is None else {"size": dict(image_size)}
+    proc_cls: type
+    image_cls: type
+    video_cls: type
     if fam == "cosmos3_edge":
-        from transformers import Cosmos3EdgeProcessor as proc_cls
-        from transformers.models.cosmos3_edge.image_processing_cosmos3_edge import (
-            Cosmos3EdgeImageProcessor as image_cls,
-        )
-        from transformers.models.cosmos3_edge.video_processing_cosmos3_edge import (
-            Cosmos3EdgeVideoProcessor as video_cls,
-        )
+        from transformers import Cosmos3EdgeProcessor
+        from transformers.models.cosmos3_edge.image_processing_cosmos3_edge import Cosmos3EdgeImageProcessor
+        from transformers.models.cosmos3_edge.video_processing_cosmos3_edge import Cosmos3EdgeVideoProcessor
+
+        proc_cls, image_cls, video_cls = Cosmos3EdgeProcessor, Cosmos3EdgeImageProcessor, Cosmos3EdgeVideoProcessor
     else:
-        from transformers import Qwen2VLImageProcessor as image_cls
-        from transformers import Qwen3VLProcessor as proc_cls
-        from transformers import Qwen3VLVideoProcessor as video_cls
+        from transformers import Qwen2VLImageProcessor, Qwen3VLProcessor, Qwen3VLVideoProcessor
+
+        proc_cls, image_cls, video_cls = Qwen3VLProcessor, Qwen2VLImageProcessor, Qwen3VLVideoProcessor
 
         ikw = {"patch_size": 16, "merge_size": 2, "temporal_patch_size": 2, **ikw}
         if cap_pixels_per_frame is not None:

@@ -236,10 +236,15 @@ def _make_tokenizer(spec: VocabSpec) -> Any:
     if max(vocab.values()) != spec.num_ranks - 1:
         raise RuntimeError(f"{spec.rank_file}: ranks are not 0..{spec.num_ranks - 1}")
 
+    cls: type
     if spec.tokenizer_class == "Qwen2Tokenizer":
-        from transformers import Qwen2Tokenizer as cls
+        from transformers import Qwen2Tokenizer
+
+        cls = Qwen2Tokenizer
     elif spec.tokenizer_class == "Qwen3_5Tokenizer":
-        from transformers.models.qwen3_5.tokenization_qwen3_5 import Qwen3_5Tokenizer as cls
+        from transformers.models.qwen3_5.tokenization_qwen3_5 import Qwen3_5Tokenizer
+
+        cls = Qwen3_5Tokenizer
     else:  # pragma: no cover - closed set
         raise ValueError(spec.tokenizer_class)
     tok = cls(vocab=vocab, merges=merges)

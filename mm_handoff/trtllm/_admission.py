@@ -136,7 +136,9 @@ def _prefill_inputs(layout, wrapped):
     func = getattr(wrapped, "__func__", wrapped)
     cls = getattr(func, "__globals__", {}).get("DisaggPrefillMultimodalInputs")
     if cls is None:
-        from tensorrt_llm.inputs.multimodal import DisaggPrefillMultimodalInputs as cls
+        from tensorrt_llm.inputs.multimodal import DisaggPrefillMultimodalInputs
+
+        cls = DisaggPrefillMultimodalInputs
     return disagg_prefill_inputs(layout, cls)
 
 

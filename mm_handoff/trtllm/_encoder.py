@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import math
+from typing import Any
 
 import numpy as np
 
@@ -129,7 +130,7 @@ def build_stamp(adapter, ids, grids: dict, inputs, *, policy: Policy, request_id
     rebuild from it is offered only when it reproduces these ids (checked here, where both are known).
     """
     videos = (inputs.get("multi_modal_data") or {}).get("video") if isinstance(inputs, dict) else None
-    stamp = {
+    stamp: dict[str, Any] = {
         GRIDS_KEY: {"family": adapter_value(adapter, "family", request_id=request_id),
                     "convention": adapter_value(adapter, "convention", request_id=request_id),
                     "image_grid_thw": grids.get("image_grid_thw"), "video_grid_thw": grids.get("video_grid_thw")},

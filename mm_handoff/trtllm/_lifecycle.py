@@ -67,7 +67,7 @@ def version_in_range(version: str, requirement: str) -> bool:
 
 
 def version_supported(version: str | None) -> bool:
-    return bool(version) and all(version_in_range(version, r) for r in SUPPORTED_VERSIONS)
+    return version is not None and bool(version) and all(version_in_range(version, r) for r in SUPPORTED_VERSIONS)
 
 
 def distribution_version(name: str) -> str | None:

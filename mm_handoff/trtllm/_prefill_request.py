@@ -101,7 +101,7 @@ def prefill_request(encoder_output, *, adapter=None, processor=None,
     request_id = getattr(encoder_output, "request_id", None)
     dp = getattr(encoder_output, "disaggregated_params", None)
     handles = embedding_handles(dp)
-    if handles is None:
+    if dp is None or handles is None:
         raise HandoffError("encoder_output.disaggregated_params.multimodal_embedding_handles",
                            "one handle per image/video", None, request_id=request_id)
     if adapter is None and processor is not None:
@@ -125,6 +125,10 @@ def prefill_request(encoder_output, *, adapter=None, processor=None,
     maybe_compute_mm_embed_cumsum(disagg.prompt_token_ids, {"multimodal_data": multimodal_data}, tokens)
     params = MultimodalParams(multimodal_input=disagg.to_multimodal_input(dp.multimodal_hashes),
                               multimodal_data=multimodal_data)
-    new_dp = dataclasses.replace(dp, request_type=request_type) if dataclasses.is_dataclass(dp) else dp
+    new_dp = dataclasses.replace(dp, request_type=request_type) if _is_dataclass_instance(dp) else dp
     inputs = PreprocessedInputs(prompt_token_ids=disagg.prompt_token_ids, multimodal_params=params)
     return PrefillRequest(inputs, new_dp)
+
+
+def _is_dataclass_instance(value) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)

@@ -122,7 +122,7 @@ class HookPoint:
 
 def import_model_modules() -> dict:
     """Import the Qwen3-VL-family model modules; ``{module: None | "why it failed"}``."""
-    out = {}
+    out: dict[str, str | None] = {}
     for module, required in MODEL_MODULES:
         try:
             importlib.import_module(module)
@@ -196,16 +196,19 @@ def registered_processor_classes() -> list:
 
 def _overrides(base_point: HookPoint) -> list:
     """Rows for registered mm-handoff-family processor subclasses that define their own override."""
-    rows = []
+    rows: list = []
+    attr = base_point.attr
+    if attr is None:  # the base point did not resolve: no override to look for
+        return rows
     for cls in registered_processor_classes():
-        if cls is base_point.cls or base_point.attr not in vars(cls):
+        if cls is base_point.cls or attr not in vars(cls):
             continue
         try:
             REGISTRY.resolve(cls)
         except HandoffError:
             continue  # another family's processor: not ours to wrap
-        point = HookPoint(base_point.spec, target_key(cls, base_point.attr), cls, base_point.attr, base_point.wrapper)
-        rows.append(_check_callable(point, _unwrap_ours(vars(cls)[base_point.attr])))
+        point = HookPoint(base_point.spec, target_key(cls, attr), cls, attr, base_point.wrapper)
+        rows.append(_check_callable(point, _unwrap_ours(vars(cls)[attr])))
     return rows
 
 
