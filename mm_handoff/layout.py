@@ -241,17 +241,19 @@ class HandoffLayout:
     # ----------------------------------------------------------------------- wire form
     def to_wire(self) -> dict:
         """JSON-safe, checksummed form (:mod:`mm_handoff.wire`); mRoPE ids are not shipped."""
-        return wire.encode(self._content(self.fingerprint()))
+        return wire.encode(attrs.evolve(self._content(), checksum=self.fingerprint()))
 
-    def _content(self, checksum: str) -> wire.WireContent:
+    def _content(self) -> wire.WireContent:
         """What travels, as the codec's plain values (:func:`wire.checksum` of them is :meth:`fingerprint`)."""
-        values, counts = self.rle()
-        items = tuple(wire.WireItem(item.modality, item.grid_thw, item.run_offsets, item.run_lengths, item.seconds,
-                                    item.span_array) for item in self.items)
-        return wire.WireContent(family=self.family, convention=self.convention, tokenizer_digest=self.tokenizer_digest,
-                                spec=self.spec, values=values, counts=counts, items=items,
-                                mrope_position_delta=self.mrope_position_delta,
-                                checksum=checksum)
+        def build() -> wire.WireContent:
+            values, counts = self.rle()
+            items = tuple(wire.WireItem(item.modality, item.grid_thw, item.run_offsets, item.run_lengths,
+                                        item.seconds, item.span_array) for item in self.items)
+            return wire.WireContent(family=self.family, convention=self.convention,
+                                    tokenizer_digest=self.tokenizer_digest, spec=self.spec, values=values,
+                                    counts=counts, items=items, mrope_position_delta=self.mrope_position_delta,
+                                    checksum="")
+        return self._memo("content", build)
 
     @classmethod
     def from_wire(cls, obj, *, limits=None, request_id=None) -> HandoffLayout:
@@ -313,7 +315,7 @@ def _readonly(arr: np.ndarray) -> np.ndarray:
 
 
 def _fingerprint(layout: HandoffLayout, include_mrope: bool) -> str:
-    base = wire.checksum(layout._content(""))
+    base = wire.checksum(layout._content())
     if not include_mrope or layout.mrope_position_ids is None:
         return base
     h = hashlib.sha256(base.encode())

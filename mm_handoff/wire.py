@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
 import zlib
@@ -41,7 +42,7 @@ from .spec import TokenSpec
 __all__ = ["WireLimits", "WireContent", "WireItem", "encode", "decode", "checksum", "FORMAT", "VERSION"]
 
 FORMAT = "mm-handoff.layout"
-VERSION = 2  # 2: the checksum is the layout's fingerprint (sha256, what travels)
+VERSION = 3  # 2: the checksum is the layout's fingerprint (sha256, what travels); 3: hashed column by column
 _KEYS = {"format", "version", "family", "convention", "tokenizer_digest", "spec", "length", "items", "sizes",
          "arrays", "mrope_position_delta", "checksum"}
 _ITEM_KEYS = {"modality", "grid_thw", "runs", "timestamps"}
@@ -198,12 +199,22 @@ def _decode_spec(v, rid) -> TokenSpec:
         digits = _list(ts["digits"], "spec.timestamps.digits", rid, 10)
         ts = dict({k: _int(ts[k], f"spec.timestamps.{k}", rid, low=0, high=2**31 - 1) for k in _TS_KEYS - {"digits"}},
                   digits=[_int(d, "spec.timestamps.digits", rid, low=0, high=2**31 - 1) for d in digits])
-    args["timestamps"] = ts
+    key = (tuple(sorted(args.items())), None if ts is None else (tuple(sorted(
+        (k, v) for k, v in ts.items() if k != "digits")), tuple(ts["digits"])))
     try:
-        return TokenSpec.from_dict(args)
+        return _spec_of(key)
     except HandoffError as exc:  # ids that no spec may have (two alike, say)
         exc.with_request(rid)
         raise
+
+
+@functools.lru_cache(maxsize=16)
+def _spec_of(key: tuple) -> TokenSpec:
+    """The spec a checked field tuple describes. A deployment has one or two specs, so the last 16
+    are kept (a few hundred bytes each), not one per request."""
+    fields, ts = key
+    vocab = None if ts is None else dict(ts[0], digits=list(ts[1]))
+    return TokenSpec.from_dict(dict(fields, timestamps=vocab))
 
 
 def _decode_item(k: int, v, rid) -> tuple:
@@ -351,16 +362,18 @@ def checksum(content: WireContent) -> str:
     run-length form, items with their runs, timestamps and spans, spec, family, convention, tokenizer
     digest, mRoPE delta). :meth:`HandoffLayout.fingerprint` is this function of the layout."""
     h = hashlib.sha256()  # hardware-accelerated on current CPUs: ~2x blake2b over the ~45 KB of 384 groups
-    h.update(b"mm-handoff-layout/3\0")
+    h.update(b"mm-handoff-layout/4\0")
+    stamped = [w for w in content.items if w.timestamps is not None]
+    heads = [(w.modality, tuple(w.grid_thw), len(w.offsets), w.timestamps is not None) for w in content.items]
     h.update(repr((content.family, content.convention, content.tokenizer_digest, content.spec.digest(),
-                   content.mrope_position_delta)).encode())
-    h.update(np.ascontiguousarray(content.values, dtype="<i4").tobytes())
-    h.update(np.ascontiguousarray(content.counts, dtype="<i4").tobytes())
-    for w in content.items:
-        lengths = np.asarray(w.lengths, dtype=np.int64)
-        h.update(repr((w.modality, tuple(w.grid_thw), int(lengths.sum()), w.timestamps is None)).encode())
-        h.update(np.column_stack((np.asarray(w.offsets, dtype=np.int64), lengths)).astype("<i8").tobytes())
-        if w.timestamps is not None:
-            h.update(np.asarray(w.timestamps, dtype="<f8").tobytes())
-            h.update(np.asarray(w.spans, dtype=np.int64).reshape(-1, 2).astype("<i8").tobytes())
+                   content.mrope_position_delta, heads)).encode())
+    for column in (content.values, content.counts):
+        h.update(np.ascontiguousarray(column, dtype="<i4").tobytes())
+    # every item's runs, then every stamped group's seconds and spans, one column at a time (the
+    # headers above say where each item's part begins)
+    h.update(_joined([w.offsets for w in content.items], (-1,)).astype("<i8").tobytes())
+    h.update(_joined([w.lengths for w in content.items], (-1,)).astype("<i8").tobytes())
+    if stamped:
+        h.update(np.concatenate([np.asarray(w.timestamps, dtype="<f8") for w in stamped]).tobytes())
+        h.update(_joined([w.spans for w in stamped], (-1, 2)).astype("<i8").tobytes())
     return h.hexdigest()[:32]
