@@ -34,6 +34,8 @@ def summarize(data: dict) -> dict:
     cases: dict = {}
     for bench in data["benchmarks"]:
         group, _, case = bench["group"].partition("/")
+        if group == "scale":  # its own table and plot (scale_rows)
+            continue
         row = bench["name"].split("[")[0].replace("test_", "")
         source = (bench.get("params") or {}).get("source")
         row = f"{row}_{source}" if source else row
@@ -229,6 +231,70 @@ def plot(cases: dict, path: str) -> None:
     fig.savefig(path, dpi=120)
 
 
+_SCALE_ROLES = ("unit", "encoder hook", "prefill hook")
+
+
+def scale_rows(data: dict) -> list:
+    """The scale benchmark per request size: ids, runs, items, and per role its median/min ms."""
+    by_case: dict = {}
+    for bench in data["benchmarks"]:
+        group, _, case = bench["group"].partition("/")
+        info = bench.get("extra_info", {})
+        if group != "scale" or info.get("role") not in _SCALE_ROLES:
+            continue
+        row = by_case.setdefault(case, {"case": case, "tokens": info["tokens"], "runs": info["runs"],
+                                        "items": info["items"]})
+        row[info["role"]] = {"median_ms": bench["stats"]["median"] * 1e3, "min_ms": bench["stats"]["min"] * 1e3}
+    return sorted(by_case.values(), key=lambda r: (r["tokens"], r["runs"]))
+
+
+def format_scale(rows: list) -> str:
+    """Per request size: each hook's median (and minimum) in us, as multiples of F, and the requests per
+    second one core sustains on that hook alone (1 / median)."""
+    lines = ["| request | ids | runs | F (us) | encoder hook: us (min), xF, req/s | prefill hook: us (min), xF, req/s |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        f = r.get("unit", {}).get("median_ms")
+        cells = []
+        for role in ("encoder hook", "prefill hook"):
+            m = r.get(role)
+            if m is None or not f:
+                cells.append("-")
+                continue
+            cells.append(f"{m['median_ms'] * 1e3:.1f} ({m['min_ms'] * 1e3:.1f}), {m['median_ms'] / f:.2f} F, "
+                         f"{1e3 / m['median_ms']:,.0f}")
+        lines.append(f"| {r['case']} | {r['tokens']:,} | {r['runs']} | {f * 1e3:.1f} | {cells[0]} | {cells[1]} |"
+                     if f else f"| {r['case']} | {r['tokens']:,} | {r['runs']} | - | - | - |")
+    return "\n".join(lines)
+
+
+def plot_scale(rows: list, path: str) -> None:
+    """Cost per request against ids, log-log, one line per hook and F (the prompt list converted at all)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for role, label in (("encoder hook", "encoder hook"), ("prefill hook", "prefill hook"),
+                        ("unit", "F: the id list to int32")):
+        pts = [(r["tokens"], r[role]["median_ms"] * 1e3) for r in rows if role in r]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label,
+                linestyle=":" if role == "unit" else "-")
+    for r in rows:
+        ax.annotate(r["case"], (r["tokens"], r["prefill hook"]["median_ms"] * 1e3), fontsize=7,
+                    textcoords="offset points", xytext=(3, -10)) if "prefill hook" in r else None
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("prompt length (ids)")
+    ax.set_ylabel("median per request (us)")
+    ax.set_title("mm-handoff hooks: cost per request (CPU, 1 thread)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
 def run_bench(args) -> int:
     from mm_handoff.errors import UsageError
 
@@ -257,10 +323,18 @@ def run_bench(args) -> int:
     print(format_table(cases))
     print()
     print(format_hooks(cases))
+    rows = scale_rows(data)
+    if rows:
+        print()
+        print(format_scale(rows))
     if getattr(args, "json", None):
         with open(args.json, "w") as fh:
             json.dump({"cases": cases, "machine_info": data["machine_info"]}, fh, indent=1)
     if getattr(args, "plot", None):
         plot(cases, args.plot)
         print(f"plot saved to {args.plot}")
+        if rows:
+            scale_path = os.path.splitext(args.plot)[0] + "_scale.png"
+            plot_scale(rows, scale_path)
+            print(f"scale plot saved to {scale_path}")
     return 0

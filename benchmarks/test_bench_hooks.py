@@ -18,16 +18,14 @@ Each group (one per prompt size, so its rows come from one run) times, next to e
   first); bitwise equality with HF is checked in the set-up.
 """
 
-import json
-
 import numpy as np
 import pytest
 from cases import CASES, RAW_IDS, RAW_TEXT, ROUNDS, expanded, hf_rope_index
+from hooks import LAYOUT_KEY, carried_handles, encoder_hook, prefill_hook
 
-from mm_handoff import HandoffLayout, accept_layout
+from mm_handoff import HandoffLayout
 
 NAMES = list(CASES)
-LAYOUT_KEY, GRIDS_KEY = "mm_handoff.layout", "mm_handoff.grids"  # the keys the glue stamps (docs/trtllm.md)
 HF_ROUNDS = {"720p40": 50, "768f-official": 10, "768f-720p": 5}
 
 
@@ -40,14 +38,6 @@ def _inputs(name):
     adapter, ids, layout = expanded(name)
     width = adapter.hidden_size * (1 + adapter.deepstack_levels)
     return adapter, ids.tolist(), [list(CASES[name].grid)], layout, width
-
-
-def _carried_handles(layout, width):
-    """The prefill side's handles: one per item, the first carrying the encoder's stamp (as JSON made it)."""
-    stamp = json.loads(json.dumps({LAYOUT_KEY: layout.to_wire()}))
-    handles = [{"tensor_size": [n, width]} for n in layout.multimodal_embedding_lengths]
-    handles[0].update(stamp)
-    return handles
 
 
 @pytest.mark.parametrize("group", ["hooks", "mrope-io"])
@@ -66,31 +56,18 @@ def test_encoder_hook(benchmark, name):
     adapter, ids, grids, layout, width = _inputs(name)
     benchmark.group = f"hooks/{name}"
     benchmark.extra_info.update(tokens=len(ids), groups=CASES[name].grid[0], role="mm-handoff")
-
-    def hook():
-        lay = adapter.derive_layout(ids, video_grid_thw=grids, mrope=False)
-        handle = {"tensor_size": [lay.num_pads, width]}
-        stamp = {GRIDS_KEY: {"family": adapter.family, "convention": adapter.convention, "image_grid_thw": None,
-                             "video_grid_thw": grids},
-                 LAYOUT_KEY: lay.to_wire()}
-        for key, value in stamp.items():
-            handle.setdefault(key, value)
-        return handle
-
-    handle = _run(benchmark, hook, ROUNDS[name])
+    handle = _run(benchmark, lambda: encoder_hook(adapter, ids, {"video_grid_thw": grids}, width), ROUNDS[name])
     assert HandoffLayout.from_wire(handle[LAYOUT_KEY]) == layout.with_mrope(None, None)  # no mRoPE shipped
 
 
 def _prefill(adapter, handles, n):
-    layout = accept_layout(handles[0][LAYOUT_KEY], adapter, embeddings=handles, prompt_token_ids=RAW_IDS,
-                           mrope_position_ids={"tensor_size": [3, 1, n]})
-    return layout.to_disagg_prefill_inputs()
+    return prefill_hook(adapter, handles, RAW_IDS, n)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_prefill_hook(benchmark, name):
     adapter, ids, _, layout, width = _inputs(name)
-    handles = _carried_handles(layout, width)
+    handles = carried_handles(layout, width)
     benchmark.group = f"hooks/{name}"
     benchmark.extra_info.update(tokens=len(ids), role="mm-handoff")
     out = _run(benchmark, lambda: _prefill(adapter, handles, len(ids)), ROUNDS[name])
@@ -102,7 +79,7 @@ def test_prefill_hook_dataclass(benchmark, name):
     from tensorrt_llm.inputs.multimodal import DisaggPrefillMultimodalInputs
 
     adapter, ids, _, layout, width = _inputs(name)
-    handles = _carried_handles(layout, width)
+    handles = carried_handles(layout, width)
     benchmark.group = f"hooks/{name}"
     benchmark.extra_info.update(role="mm-handoff")
     out = _run(benchmark, lambda: DisaggPrefillMultimodalInputs(**_prefill(adapter, handles, len(ids))), ROUNDS[name])

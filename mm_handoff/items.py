@@ -85,7 +85,8 @@ def _int_column(values, field: str) -> np.ndarray:
     arr = np.asarray(values)
     if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
         raise LayoutError(field, "a 1-D integer array", f"{arr.dtype} {arr.shape}")
-    return _readonly(arr.astype(np.int64))
+    # a read-only view when already int64 (the decoder's slices, the derivation's columns), else a copy
+    return _readonly(arr.view() if arr.dtype == np.int64 else arr.astype(np.int64))
 
 
 def _seconds(values) -> np.ndarray | None:
@@ -135,6 +136,8 @@ def _spans(values) -> np.ndarray | None:
 
 def _grid(value) -> tuple:
     """Three positive ints ``(t, h, w)``."""
+    if type(value) is tuple and len(value) == 3 and all(type(v) is int and v >= 1 for v in value):
+        return value  # the common case: the decoder's and the derivation's grids
     try:
         grid = tuple(as_int(v) for v in value)
     except TypeError:
@@ -172,7 +175,7 @@ class MultimodalItem:
 
     def __init__(self, modality: str, runs, embedding_length: int, grid_thw, timestamps=None,
                  timestamp_spans=None) -> None:
-        offsets, lengths = _run_columns(runs)
+        offsets, lengths = (_readonly(c) for c in _run_columns(runs))
         self._init(modality, offsets, lengths, embedding_length, grid_thw, _seconds(timestamps),
                    _spans(timestamp_spans))
 
@@ -192,7 +195,7 @@ class MultimodalItem:
         rows = as_int(rows)
         if type(rows) is not int or rows < 1:
             raise LayoutError("MultimodalItem.embedding_length", "an int >= 1", rows)
-        self.__attrs_init__(modality, _readonly(offsets), _readonly(lengths), rows, _grid(grid), seconds, spans)
+        self.__attrs_init__(modality, offsets, lengths, rows, _grid(grid), seconds, spans)
         self._check()
 
     def _check(self) -> None:
@@ -202,11 +205,11 @@ class MultimodalItem:
             raise LayoutError("MultimodalItem.runs", "as many offsets as lengths", (off.shape[0], ln.shape[0]))
         if not off.shape[0]:
             raise LayoutError("MultimodalItem.runs", "at least one pad run", 0)
-        if int(off.min()) < 0 or int(ln.min()) < 1:
+        if (int(off[0]) < 0 or int(ln[0]) < 1) if off.shape[0] == 1 else (int(off.min()) < 0 or int(ln.min()) < 1):
             k = int(np.flatnonzero((off < 0) | (ln < 1))[0])
             raise LayoutError("PlaceholderRun.offset" if off[k] < 0 else "PlaceholderRun.length",
                               "an int >= 0 (offset) and >= 1 (length)", (int(off[k]), int(ln[k])))
-        total = int(ln.sum())
+        total = int(ln[0]) if ln.shape[0] == 1 else int(ln.sum())
         if total != self.embedding_length:
             raise LayoutError("MultimodalItem.runs", f"run lengths summing to embedding_length {self.embedding_length}",
                               total)

@@ -104,14 +104,23 @@ class Adapter(abc.ABC):
                                     request_id=request_id, hint="the prompt is not the one the encoder expanded")
         ids = layout.token_ids
         cursor = anchor = 0  # where the next text segment starts, in the prompt and in the layout's ids
+        segments = []  # (field, layout ids [a, b), prompt ids [c, d)) of every text segment
         for k, (p, item) in enumerate(zip(places, layout.items, strict=True)):
             lo, hi = self.placeholder_span(raw, p, item.modality, cursor, layout.convention)
             start, end = self.expansion_span(layout, k, request_id=request_id)
-            check_token_ids(ids[anchor:start], raw[cursor:lo], request_id=request_id,
-                            field="prompt text before the first item" if k == 0 else f"prompt text before item {k}")
+            segments.append(("prompt text before the first item" if k == 0 else f"prompt text before item {k}",
+                             anchor, start, cursor, lo))
             cursor, anchor = hi, end
-        check_token_ids(ids[anchor:], raw[cursor:], request_id=request_id,
-                        field="prompt text after the last item" if layout.items else "prompt text")
+        segments.append(("prompt text after the last item" if layout.items else "prompt text",
+                         anchor, len(ids), cursor, len(raw)))
+        # one comparison of all the text when every segment has its length; else, or on a difference,
+        # the first segment that differs names it
+        if all(b - a == d - c for _, a, b, c, d in segments) and np.array_equal(
+                np.concatenate([ids[a:b] for _, a, b, _, _ in segments]),
+                np.concatenate([raw[c:d] for _, _, _, c, d in segments])):
+            return
+        for field, a, b, c, d in segments:
+            check_token_ids(ids[a:b], raw[c:d], request_id=request_id, field=field)
 
     def placeholder_span(self, raw: np.ndarray, p: int, modality: str, cursor: int, convention: str) -> tuple:
         """``[lo, hi)`` of the prompt that the placeholder at ``p`` stands for: the pad alone, except
