@@ -251,8 +251,8 @@ def scale_rows(data: dict) -> list:
 def format_scale(rows: list) -> str:
     """Per request size: each hook's median (and minimum) in us, as multiples of F, and the requests per
     second one core sustains on that hook alone (1 / median)."""
-    lines = ["| request | ids | runs | F (us) | encoder hook: us (min), xF, req/s | prefill hook: us (min), xF, req/s |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| request | ids | runs | F (us) | encoder hook: us (min), xF, req/s "
+             "| prefill hook: us (min), xF, req/s |", "|---|---|---|---|---|---|"]
     for r in rows:
         f = r.get("unit", {}).get("median_ms")
         cells = []
