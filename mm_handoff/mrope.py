@@ -84,8 +84,12 @@ def _assemble(starts, ends, kinds, seg_base, run_shapes: dict) -> np.ndarray:
     """Positions (3, L): per segment its in-segment offsets (a ramp for text, the cached pattern of
     a pad run), joined in one concatenation, plus each segment's base value in one add."""
     seg_len = ends - starts
-    pieces = [_pattern(*run_shapes[s]) if k else _ramp(n)
-              for s, n, k in zip(starts.tolist(), seg_len.tolist(), kinds.tolist(), strict=True)]
+    lengths = seg_len.tolist()
+    # each distinct shape and text length looked up once per call: a video's groups share one
+    patterns = {shape: _pattern(*shape) for shape in set(run_shapes.values())}
+    ramps = {n: _ramp(n) for n in set(lengths)}
+    pieces = [patterns[run_shapes[s]] if k else ramps[n]
+              for s, n, k in zip(starts.tolist(), lengths, kinds.tolist(), strict=True)]
     pos = np.concatenate(pieces, axis=1)
     pos += np.repeat(seg_base, seg_len)
     return pos
