@@ -3,6 +3,8 @@ itself use this one reader, so a layout's timestamps are a function of its ids a
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .spec import TokenSpec
@@ -27,29 +29,51 @@ def parse_timestamps(ids: np.ndarray, spec: TokenSpec, offsets: np.ndarray):
     if vocab is None or not offsets.shape[0]:
         return None
     marker = offsets.astype(np.int64) - 1
-    pos = marker[:, None] - np.arange(MAX_TS_TOKENS, -1, -1)[None, :]
-    w = np.where(pos >= 0, ids[np.maximum(pos, 0)], -1)  # (groups, 13); column 12 is the marker
-    is_digit, value = _digit_values(w, vocab.digits)
-    tail = (w[:, 12] == spec.vision_start) & (w[:, 11] == vocab.close) & (w[:, 10] == vocab.seconds) \
-        & (w[:, 8] == vocab.dot) & is_digit[:, 9]
-    cols = np.arange(8)
-    opens = np.where(w[:, :8] == vocab.open, cols, -1).max(axis=1)  # the last '<' before the dot
-    integer = cols[None, :] > opens[:, None]
-    ok = tail & (opens >= 0) & (opens < 7) & (is_digit[:, :8] | ~integer).all(axis=1)
-    lead = value[np.arange(w.shape[0]), np.clip(opens + 1, 0, 7)]  # the first integer digit
-    ok &= (opens == 6) | (lead != 0)
+    pos = marker[:, None] + _WINDOW  # (groups, 13); column 12 is the marker
+    w = ids[np.maximum(pos, 0)].astype(np.int64)
+    w[pos < 0] = -1
+    digits, consecutive, template = _vocab_arrays(spec)
+    is_digit, value = _digit_values(w, digits, consecutive)
+    # the fixed tail: '.' digit ' seconds' '>' <|vision_start|>
+    tail = (w[:, _TAIL_COLS] == template).all(axis=1)
+    tail &= is_digit[:, 9]
+    # the integer part: the last '<' in columns 0..7, then only digits up to the '.', no leading zero
+    opens = 7 - np.argmax((w[:, 7::-1] == vocab.open), axis=1)  # 8 when there is none (argmax gives 0)
+    has_open = w[np.arange(w.shape[0]), np.minimum(opens, 7)] == vocab.open
+    digits_ok = (is_digit[:, :8] | _NOT_INTEGER[opens]).all(axis=1)
+    lead = value[np.arange(w.shape[0]), np.minimum(opens + 1, 7)]
+    ok = tail & has_open & (opens < 7) & digits_ok & ((opens == 6) | (lead != 0))
     if not bool(ok.all()):
         return None
-    acc = (value[:, :8] * np.where(integer, 10 ** (7 - cols), 0)).sum(axis=1) * 10 + value[:, 9]
+    acc = (value[:, :8] * _PLACE[opens]).sum(axis=1) * 10 + value[:, 9]
     return acc / 10, marker - MAX_TS_TOKENS + opens, marker
 
 
-def _digit_values(tokens: np.ndarray, digits) -> tuple:
+#: a group's 13-token window, relative to its <|vision_start|>
+_WINDOW = np.arange(-MAX_TS_TOKENS, 1)
+_TAIL_COLS = [8, 10, 11, 12]
+#: per position of the '<' (0..7; 8 = none): which of columns 0..7 are not integer digits, and each
+#: integer digit's place value
+_NOT_INTEGER = np.arange(8)[None, :] <= np.minimum(np.arange(9), 7)[:, None]
+_PLACE = np.where(~_NOT_INTEGER, 10 ** (7 - np.arange(8))[None, :], 0)
+
+
+@functools.lru_cache(maxsize=16)
+def _vocab_arrays(spec: TokenSpec) -> tuple:
+    """A spec's digit ids and tail template as arrays (a deployment has one or two specs)."""
+    vocab = spec.timestamps
+    if vocab is None:  # (callers return before; a spec without a vocabulary spells no timestamps)
+        raise ValueError("a spec without a timestamp vocabulary")
+    template = np.asarray((vocab.dot, vocab.seconds, vocab.close, spec.vision_start), dtype=np.int64)
+    digits = np.asarray(vocab.digits, dtype=np.int64)
+    return digits, bool((np.diff(digits) == 1).all()), template
+
+
+def _digit_values(tokens: np.ndarray, digits: np.ndarray, consecutive: bool) -> tuple:
     """``(is a digit, its value)`` for each token; one subtraction when the ten ids are consecutive."""
-    digits = np.asarray(digits, dtype=np.int64)
-    if bool((np.diff(digits) == 1).all()):  # Qwen: '0'..'9' are ids 15..24
+    if consecutive:  # Qwen: '0'..'9' are ids 15..24
         value = tokens - digits[0]
-        is_digit = (value >= 0) & (value < digits.shape[0])
+        is_digit = value.astype(np.uint64) < 10  # negatives wrap to huge values
         return is_digit, np.where(is_digit, value, 0)
     order = np.argsort(digits, kind="stable")
     slot = np.minimum(np.searchsorted(digits[order], tokens), digits.shape[0] - 1)
