@@ -13,6 +13,7 @@ import numpy as np
 from .errors import GridMismatchError, LayoutError
 from .items import IMAGE, VIDEO, MultimodalItem
 from .layout import HandoffLayout, readonly_ids
+from .limits import resolve_limits
 from .spec import TokenSpec, item_lengths, normalize_grids
 from .stamps import parse_timestamps
 
@@ -68,7 +69,7 @@ def derive_layout(
 ) -> HandoffLayout:
     """Layout of an expanded prompt given the family's spec and the processor's grids (bounded by
     ``limits``, :class:`~mm_handoff.limits.Limits`); any contradiction raises, naming ``request_id``."""
-    ids = readonly_ids(token_ids)
+    ids = readonly_ids(token_ids, max_len=resolve_limits(limits).max_prompt_len)
     image_grids = normalize_grids(image_grid_thw, "image_grid_thw", merge_size=spec.merge_size, limits=limits)
     video_grids = normalize_grids(video_grid_thw, "video_grid_thw", merge_size=spec.merge_size, limits=limits)
     groups = []

@@ -10,6 +10,7 @@ them from arrays without one Python object per run. ``runs`` is a derived read-o
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import attrs
@@ -17,12 +18,15 @@ import numpy as np
 
 from .errors import LayoutError
 from .spec import strict_int
+from .tokens import MAX_ID, frozen
 
 __all__ = ["PlaceholderRun", "MultimodalItem", "IMAGE", "VIDEO", "MODALITIES", "as_int"]
 
 IMAGE = "image"
 VIDEO = "video"
 MODALITIES = (IMAGE, VIDEO)
+#: the largest position or length a run or span may name (prompts are int32-indexed, like the ids)
+MAX_POSITION = MAX_ID
 
 
 def as_int(value):
@@ -38,8 +42,9 @@ def as_int(value):
 
 def _at_least(low: int):
     def check(instance, attribute, value) -> None:
-        if type(value) is not int or value < low:
-            raise LayoutError(f"{type(instance).__name__}.{attribute.name}", f"an int >= {low}", value)
+        if type(value) is not int or not low <= value <= MAX_POSITION:
+            raise LayoutError(f"{type(instance).__name__}.{attribute.name}", f"an int in [{low}, {MAX_POSITION}]",
+                              value)
     return check
 
 
@@ -57,6 +62,23 @@ class PlaceholderRun:
         return self.offset + self.length
 
 
+#: runs given as objects or pairs (the arrays path, ``from_arrays``, is the one for many runs)
+_MAX_RUN_OBJECTS = 1 << 16
+
+
+def _bounded(field: str, values, expected: str, most: int) -> list:
+    """``values`` as a list of at most ``most`` entries, read lazily (an endless iterator is refused)."""
+    if isinstance(values, (str, bytes, bytearray, dict, set, frozenset)):
+        raise LayoutError(field, expected, type(values).__name__)
+    try:
+        out = list(itertools.islice(values, most + 1))
+    except Exception as exc:  # not iterable, or an iterator that fails
+        raise LayoutError(field, expected, type(values).__name__) from exc
+    if len(out) > most:
+        raise LayoutError(field, f"{expected}, at most {most}", f"more than {most}")
+    return out
+
+
 def _readonly(arr: np.ndarray) -> np.ndarray:
     arr.flags.writeable = False
     return arr
@@ -64,10 +86,7 @@ def _readonly(arr: np.ndarray) -> np.ndarray:
 
 def _run_columns(runs) -> tuple:
     """``(offsets, lengths)`` int64 from :class:`PlaceholderRun` values or ``(offset, length)`` pairs."""
-    try:
-        runs = tuple(runs)
-    except TypeError:
-        raise LayoutError("MultimodalItem.runs", "a sequence of runs", type(runs).__name__) from None
+    runs = _bounded("MultimodalItem.runs", runs, "a sequence of runs", _MAX_RUN_OBJECTS)
     pairs = []
     for r in runs:
         if isinstance(r, PlaceholderRun):
@@ -77,31 +96,43 @@ def _run_columns(runs) -> tuple:
             pairs.append((run.offset, run.length))
         else:
             raise LayoutError("MultimodalItem.runs", "PlaceholderRun or (offset, length) pairs", r)
-    cols = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    cols = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)  # bounded by PlaceholderRun's validators
     return cols[:, 0].copy(), cols[:, 1].copy()
 
 
+def _as_array(values, field: str, expected: str) -> np.ndarray:
+    if isinstance(values, np.ma.MaskedArray):  # its mask would be ignored
+        raise LayoutError(field, expected, "a masked array")
+    try:
+        return np.asarray(values)
+    except Exception as exc:  # ragged, or an object whose conversion raises
+        raise LayoutError(field, expected, type(values).__name__) from exc
+
+
 def _int_column(values, field: str) -> np.ndarray:
-    arr = np.asarray(values)
+    arr = _as_array(values, field, "a 1-D integer array")
     if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
         raise LayoutError(field, "a 1-D integer array", f"{arr.dtype} {arr.shape}")
-    # a read-only view when already int64 (the decoder's slices, the derivation's columns), else a copy
-    return _readonly(arr.view() if arr.dtype == np.int64 else arr.astype(np.int64))
+    if arr.size and (int(arr.max()) > MAX_POSITION or int(arr.min()) < -MAX_POSITION):
+        raise LayoutError(field, f"values in [0, {MAX_POSITION}]", (int(arr.min()), int(arr.max())))
+    # kept as it is when no one can change it (the decoder's slices), else a copy of the caller's array
+    return _readonly(arr.view() if arr.dtype == np.int64 and frozen(arr) else arr.astype(np.int64))
 
 
 def _seconds(values) -> np.ndarray | None:
     """Timestamps as a read-only float64 array: finite, non-negative, one decimal (``<{t:.1f} seconds>``)."""
     if values is None:
         return None
-    if not isinstance(values, np.ndarray):
-        try:
-            values = list(values)
-        except TypeError:
-            raise LayoutError("MultimodalItem.timestamps", "a sequence of seconds", type(values).__name__) from None
+    if isinstance(values, np.ndarray):
+        if isinstance(values, np.ma.MaskedArray) or (values.size and values.dtype.kind not in "fiu"):
+            raise LayoutError("MultimodalItem.timestamps", "an array of seconds (float or int)",
+                              f"{type(values).__name__} of {values.dtype}")
+    else:
+        values = _bounded("MultimodalItem.timestamps", values, "a sequence of seconds", MAX_POSITION)
         for g, t in enumerate(values):
             if isinstance(t, bool) or not isinstance(t, (int, float, np.integer, np.floating)):
                 raise LayoutError(f"MultimodalItem.timestamps[{g}]", "a number of seconds", t)
-    t = np.asarray(values, dtype=np.float64) if len(values) else np.zeros(0)
+    t = np.array(values, dtype=np.float64) if len(values) else np.zeros(0)  # a copy: the caller keeps theirs
     if t.ndim != 1:
         raise LayoutError("MultimodalItem.timestamps", "a 1-D sequence of seconds", f"shape {t.shape}")
     ok = np.isfinite(t) & (t >= 0)
@@ -118,31 +149,35 @@ def _spans(values) -> np.ndarray | None:
     if values is None:
         return None
     if isinstance(values, np.ndarray):
-        arr = values
+        arr = _as_array(values, "MultimodalItem.timestamp_spans", "(start, end) int pairs")
     else:
-        try:
-            values = list(values)
-        except TypeError:
-            raise LayoutError("MultimodalItem.timestamp_spans", "(start, end) pairs", type(values).__name__) from None
+        values = _bounded("MultimodalItem.timestamp_spans", values, "(start, end) pairs", MAX_POSITION)
         for g, span in enumerate(values):
             pair = tuple(as_int(v) for v in span) if isinstance(span, (tuple, list)) else span
-            if not (isinstance(pair, tuple) and len(pair) == 2 and all(type(v) is int for v in pair)):
-                raise LayoutError(f"MultimodalItem.timestamp_spans[{g}]", "an int pair (start, end)", span)
+            if not (isinstance(pair, tuple) and len(pair) == 2
+                    and all(type(v) is int and 0 <= v <= MAX_POSITION for v in pair)):
+                raise LayoutError(f"MultimodalItem.timestamp_spans[{g}]", f"an int pair (start, end) in [0, "
+                                  f"{MAX_POSITION}]", span)
         arr = np.asarray(values, dtype=np.int64).reshape(-1, 2)
     if arr.ndim != 2 or arr.shape[1:] != (2,) or (arr.size and arr.dtype.kind not in "iu"):
         raise LayoutError("MultimodalItem.timestamp_spans", "(start, end) int pairs", f"{arr.dtype} {arr.shape}")
-    return _readonly(arr.astype(np.int64))
+    if arr.size and (int(arr.max()) > MAX_POSITION or int(arr.min()) < 0):
+        raise LayoutError("MultimodalItem.timestamp_spans", f"positions in [0, {MAX_POSITION}]",
+                          (int(arr.min()), int(arr.max())))
+    return _readonly(arr.view() if arr.dtype == np.int64 and frozen(arr) else arr.astype(np.int64))
 
 
 def _grid(value) -> tuple:
-    """Three positive ints ``(t, h, w)``."""
-    if type(value) is tuple and len(value) == 3 and all(type(v) is int and v >= 1 for v in value):
+    """Three positive ints ``(t, h, w)`` from a tuple, list or array (bytes, a dict or a set are no grid)."""
+    if type(value) is tuple and len(value) == 3 and all(type(v) is int and 1 <= v <= MAX_POSITION for v in value):
         return value  # the common case: the decoder's and the derivation's grids
+    if not isinstance(value, (tuple, list, np.ndarray)):
+        raise LayoutError("MultimodalItem.grid_thw", "three positive ints (t, h, w)", type(value).__name__)
     try:
-        grid = tuple(as_int(v) for v in value)
+        grid = tuple(as_int(v) for v in _bounded("MultimodalItem.grid_thw", value, "(t, h, w)", 4))
     except TypeError:
         raise LayoutError("MultimodalItem.grid_thw", "three positive ints (t, h, w)", value) from None
-    if len(grid) != 3 or not all(type(v) is int and v >= 1 for v in grid):
+    if len(grid) != 3 or not all(type(v) is int and 1 <= v <= MAX_POSITION for v in grid):
         raise LayoutError("MultimodalItem.grid_thw", "three positive ints (t, h, w)", value)
     return grid
 

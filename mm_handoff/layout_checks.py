@@ -148,7 +148,7 @@ def check_video_groups(ids: np.ndarray, items, spec: TokenSpec) -> None:
         off, ln = item.run_offsets, item.run_lengths
         parsed = parse_timestamps(ids, spec, off)
         _check_stamps(i, item, parsed, spec)
-        if off.shape[0] < 2:
+        if off.shape[0] < 2 and parsed is None:  # one group without timestamps: the stock shape, no claim
             continue
         ends = off + ln
         n = ids.shape[0]
@@ -159,6 +159,8 @@ def check_video_groups(ids: np.ndarray, items, spec: TokenSpec) -> None:
             g = int(np.flatnonzero(bad)[0])
             raise LayoutError(f"items[{i}].runs[{g}]", "a group wrapped in <|vision_start|> ... <|vision_end|>",
                               ids[max(0, int(off[g]) - 1):int(ends[g]) + 1][[0, -1]].tolist())
+        if off.shape[0] < 2:
+            continue
         gap_start, gap_end = ends[:-1] + 1, off[1:] - 1  # between a group's end marker and the next start marker
         if parsed is not None:
             wrong = parsed[1][1:] != gap_start

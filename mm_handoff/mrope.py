@@ -14,6 +14,7 @@ import numpy as np
 
 from ._cache import ByteBoundedCache
 from .errors import GridMismatchError
+from .limits import resolve_limits
 from .spec import TokenSpec, normalize_grids
 from .tokens import readonly_ids
 
@@ -97,7 +98,7 @@ def _assemble(starts, ends, kinds, seg_base, run_shapes: dict) -> np.ndarray:
 
 def _plan(token_ids, spec: TokenSpec, image_grid_thw, video_grid_thw, limits, request_id) -> tuple:
     """Segments, their base values and the runs' merged grids: everything but the (3, L) assembly."""
-    ids = readonly_ids(token_ids)
+    ids = readonly_ids(token_ids, max_len=resolve_limits(limits).max_prompt_len)
     m = spec.merge_size
     image_grids = normalize_grids(image_grid_thw, "image_grid_thw", merge_size=m, limits=limits)
     videos = np.asarray(normalize_grids(video_grid_thw, "video_grid_thw", merge_size=m, limits=limits),

@@ -8,21 +8,26 @@ import numpy as np
 
 from .errors import LayoutError
 
-__all__ = ["readonly_ids", "MAX_ID"]
+__all__ = ["readonly_ids", "frozen", "MAX_ID"]
 
 #: the largest id an int32 holds (every vocabulary in the family fits)
 MAX_ID = 2**31 - 1
 
 
-def readonly_ids(token_ids, field: str = "token_ids") -> np.ndarray:
+def readonly_ids(token_ids, field: str = "token_ids", *, max_len: int | None = None) -> np.ndarray:
     """Return token ids as a read-only 1-D int32 array (no copy when already one).
 
     Ids are ints in ``[0, MAX_ID]``, given as a list, a tuple, an integer array or tensor. Nothing
     is coerced: a bool among them, a float, a masked array (its mask would be ignored), bytes (they
     would read as uint8 ids) or an object that fails to convert is a :class:`LayoutError` naming
-    ``field``.
+    ``field``; so is a sequence longer than ``max_len`` (the entry points pass their limits'
+    ``max_prompt_len``, checked before any conversion).
     """
-    if type(token_ids) is np.ndarray and token_ids.dtype == np.int32 and not token_ids.flags.writeable:
+    size = _size(token_ids) if max_len is not None else None
+    if size is not None and size > max_len:
+        raise LayoutError(field, f"at most {max_len} ids (limits.max_prompt_len)", size,
+                          hint="raise the limits for longer prompts")
+    if type(token_ids) is np.ndarray and token_ids.dtype == np.int32 and frozen(token_ids):
         return token_ids
     if type(token_ids) is list:
         fast = _from_int_list(token_ids)
@@ -47,6 +52,23 @@ def readonly_ids(token_ids, field: str = "token_ids") -> np.ndarray:
     return arr
 
 
+def frozen(arr: np.ndarray) -> bool:
+    """True when no one can change ``arr``'s values: it is read-only and so is every array it views (a
+    read-only view of a caller's writable array is not: the caller can still write through the base)."""
+    while isinstance(arr, np.ndarray):
+        if arr.flags.writeable:
+            return False
+        arr = arr.base
+    return arr is None or isinstance(arr, bytes)
+
+
+def _size(value):
+    try:
+        return len(value) if isinstance(value, (list, tuple, np.ndarray)) else None
+    except TypeError:  # a 0-d array
+        return None
+
+
 def _from_int_list(ids: list):
     """A list of Python ints in [0, MAX_ID] converted in C (what the engine hands over), or None for
     anything else (the general path then decides, with its typed error).
@@ -68,7 +90,7 @@ def _from_int_list(ids: list):
             parts = [_PACK_CHUNK.pack(*ids[i:i + _CHUNK]) for i in range(0, full, _CHUNK)]
             parts.append(struct.pack(f"={n - full}i", *ids[full:]))
             packed = b"".join(parts)
-    except (struct.error, TypeError, OverflowError):
+    except Exception:  # struct.error, a float, an id too large, an object whose __index__ raises, ...
         return None
     arr = np.frombuffer(packed, dtype=np.int32)  # read-only (a view of bytes)
     if int(arr.min()) < 0:

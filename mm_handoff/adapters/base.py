@@ -23,6 +23,7 @@ import numpy as np
 from ..checks import check_token_ids
 from ..errors import GridMismatchError, HandoffError
 from ..layout import HandoffLayout, readonly_ids
+from ..limits import resolve_limits
 from ..spec import REPLACE_WRAPPER, TokenSpec, item_lengths, normalize_grids
 
 __all__ = ["Adapter"]
@@ -96,7 +97,8 @@ class Adapter(abc.ABC):
         inside of an item's expansion (its pads, markers and timestamps follow from its ids).
         """
         spec = self.spec
-        raw = readonly_ids(prompt_token_ids, "prompt_token_ids")
+        # an un-expanded prompt is never longer than its expansion: bounded by the accepted layout
+        raw = readonly_ids(prompt_token_ids, "prompt_token_ids", max_len=layout.prompt_len)
         places = np.flatnonzero((raw == spec.image_pad) | (raw == spec.video_pad)).tolist()
         kinds = ["image" if raw[p] == spec.image_pad else "video" for p in places]
         if kinds != [item.modality for item in layout.items]:
@@ -108,6 +110,10 @@ class Adapter(abc.ABC):
         for k, (p, item) in enumerate(zip(places, layout.items, strict=True)):
             lo, hi = self.placeholder_span(raw, p, item.modality, cursor, layout.convention)
             start, end = self.expansion_span(layout, k, request_id=request_id)
+            if start < anchor:
+                raise GridMismatchError(f"items[{k}]", f"an expansion starting at or after {anchor} (the end of "
+                                        "the previous item's)", start, request_id=request_id,
+                                        hint="two items' expansions overlap: a marker between them is missing")
             segments.append(("prompt text before the first item" if k == 0 else f"prompt text before item {k}",
                              anchor, start, cursor, lo))
             cursor, anchor = hi, end
@@ -155,7 +161,7 @@ class Adapter(abc.ABC):
         per-group markers); the demo, the CLI and the tests use it to show what goes wrong. The grids
         are bounded by ``limits`` (:class:`~mm_handoff.limits.Limits`) before anything is expanded.
         """
-        ids = readonly_ids(prompt_token_ids, "prompt_token_ids")
+        ids = readonly_ids(prompt_token_ids, "prompt_token_ids", max_len=resolve_limits(limits).max_prompt_len)
         spec = self.spec
         image = item_lengths(normalize_grids(image_grid_thw, "image_grid_thw", merge_size=spec.merge_size,
                                              limits=limits), spec.merge_size)

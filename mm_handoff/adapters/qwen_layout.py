@@ -22,6 +22,7 @@ from .._cache import ByteBoundedCache
 from ..derive import derive_layout
 from ..errors import GridMismatchError, HandoffError, SkewError
 from ..layout import HandoffLayout, readonly_ids
+from ..limits import resolve_limits
 from ..mrope import mrope_delta, mrope_positions
 from ..spec import (
     CONVENTIONS,
@@ -233,6 +234,24 @@ class QwenLayoutAdapter(Adapter):
                                hint=f"a group would be printed at {late[0]!r} s")
         return seconds
 
+    def check_video_metadata(self, layout: HandoffLayout, video_metadata: Sequence, *, request_id=None) -> None:
+        """The layout's per-group timestamps are the ones this request's video metadata gives (what the
+        processor prints from the sampled frames and the source fps); the ids alone cannot tell an
+        honest timestamp from a forged one, the request's metadata can."""
+        videos = [(k, item) for k, item in enumerate(layout.items) if item.modality == "video"]
+        if not isinstance(video_metadata, (list, tuple)) or len(video_metadata) != len(videos):
+            raise HandoffError("video_metadata", f"{len(videos)} entries (one per video)",
+                               len(video_metadata) if isinstance(video_metadata, (list, tuple))
+                               else type(video_metadata).__name__, request_id=request_id)
+        for j, ((k, item), meta) in enumerate(zip(videos, video_metadata, strict=True)):
+            t = item.grid_thw[0]
+            seconds = self.video_timestamps(meta, j, request_id=request_id)[:t]
+            printed = [float(format_timestamp(x)[1:-len(" seconds>")]) for x in seconds]
+            if item.timestamps is None or list(item.timestamps) != printed:
+                raise HandoffError(f"items[{k}].timestamps", f"{printed} (from this request's video_metadata[{j}])",
+                                   item.timestamps, request_id=request_id,
+                                   hint="the carried timestamps are not this request's video's")
+
     def _video_chunk(self, grid, metadata, index: int, request_id) -> np.ndarray:
         t, h, w = grid
         n = h * w // (self.spec.merge_size ** 2)
@@ -253,7 +272,7 @@ class QwenLayoutAdapter(Adapter):
 
     def rebuild_token_ids(self, prompt_token_ids, *, image_grid_thw=None, video_grid_thw=None,
                           video_metadata: Sequence | None = None, limits=None, request_id=None) -> np.ndarray:
-        ids = readonly_ids(prompt_token_ids, "prompt_token_ids")
+        ids = readonly_ids(prompt_token_ids, "prompt_token_ids", max_len=resolve_limits(limits).max_prompt_len)
         spec = self.spec
         image_grids = normalize_grids(image_grid_thw, "image_grid_thw", merge_size=spec.merge_size, limits=limits)
         video_grids = normalize_grids(video_grid_thw, "video_grid_thw", merge_size=spec.merge_size, limits=limits)
