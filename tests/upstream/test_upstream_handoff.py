@@ -37,8 +37,8 @@ def _layout(model, ids, **clip_kw):
     from mm_handoff import get_adapter
 
     feature = model.processor._preprocess(flows.PROMPT, flows.video_inputs(**clip_kw)["multi_modal_data"], {})
-    return get_adapter("qwen3_vl").derive_layout(ids, video_grid_thw=feature["video_grid_thw"].tolist(),
-                                                  mrope=False)
+    adapter = get_adapter(model.config, tokenizer=model.processor.tokenizer, config=model.config)
+    return adapter.derive_layout(ids, video_grid_thw=feature["video_grid_thw"].tolist(), mrope=False)
 
 
 def _encode(upstream, model, **clip_kw):
@@ -59,9 +59,9 @@ def test_20138_on_upstream_code_and_the_validator_rejects_the_stock_handoff(upst
         validate(layout, prompt_token_ids=stock, mrope_position_ids=(3, 1, len(aggregated)))
 
 
-@pytest.mark.parametrize("family", sorted(flows.FAMILIES))
 def test_pd_side_with_install_uses_the_encoder_layout(upstream, models, glue, family):
-    """Each family upstream registers a processor for (the model modules read into the tree)."""
+    """Each Qwen3-VL-layout family the tree registers (``family`` is discovered from its model files):
+    encoder -> PD on upstream code gives the aggregated prompt and layout."""
     upstream.tree.require(*PROCESSOR_MODULES, *LLM_MODULES)
     model = models(family)
     glue.install(policy="raise")
