@@ -106,3 +106,26 @@ def test_version_gate_is_what_the_conformance_runs_verified(upstream, glue):
 
     assert version_supported(upstream.tree.version)
     assert not version_supported("1.2.0rc0")  # the get_prompt_token_ids era
+
+
+def test_qwen3_5_wrapper_of_the_get_prompt_token_ids_era_is_refused(upstream, glue):
+    """The older modeling_qwen3_5.py (87,053 chars) registers its own ``Qwen3_5InputProcessorBase`` with
+    ``get_prompt_token_ids`` (images only, pads rewritten to ``vocab_size + 1``) and no prefill hook. A class
+    of that name and shape, registered through upstream's own ``register_input_processor``, makes install
+    refuse, naming the class and the era; nothing is patched."""
+    registry = upstream.registry
+    base = registry.BaseMultimodalInputProcessor
+    wrapper = type("Qwen3_5InputProcessorBase", (base,), {
+        "__module__": "tensorrt_llm._torch.models.modeling_qwen3_5",
+        "get_prompt_token_ids": lambda self, inputs, mm_handles: None})
+    model_cls = type("Qwen3_5VLModel", (), {"__module__": "tensorrt_llm._torch.models.modeling_qwen3_5"})
+    meta = registry.MultimodalPlaceholderMetadata(placeholder_map={"image": "<|image_pad|>"})
+    registry.register_input_processor(wrapper, model_type="qwen3_5_era_probe", placeholder_metadata=meta)(model_cls)
+    table = registry.INPUT_PROCESSOR_REGISTRY._input_processors_cls_by_model_type
+    try:
+        with pytest.raises(EngineNotSupportedError, match="Qwen3_5InputProcessorBase.*get_prompt_token_ids"):
+            glue.install()
+        assert not glue.is_installed()
+    finally:
+        del table[model_cls]
+        registry.MULTIMODAL_PLACEHOLDER_REGISTRY._multimodal_placeholder_by_model_type.pop("qwen3_5_era_probe", None)
