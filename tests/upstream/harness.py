@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-__all__ = ["HarnessGap", "UpstreamArgs", "SCENARIO_ARGS", "llm_args_defaults", "upstream_object",
+__all__ = ["HarnessGap", "UpstreamArgs", "Declared", "SCENARIO_ARGS", "llm_args_defaults", "upstream_object",
            "harness_gap_in"]
 
 #: what the E -> PD scenario sets on ``llm.args`` (choices, not claims about upstream defaults)
@@ -110,6 +110,26 @@ class UpstreamArgs:
         copy = UpstreamArgs()
         object.__setattr__(copy, "_values", {k: v for k, v in self._values.items() if k not in names})
         return copy
+
+
+class Declared:
+    """A stand-in for an upstream object whose class is not in the tree (or is compiled): only the
+    declared attributes exist; any other read is a named :class:`HarnessGap`."""
+
+    def __init__(self, owner: str, **values: Any):
+        object.__setattr__(self, "_owner", owner)
+        object.__setattr__(self, "_values", dict(values))
+
+    def __getattr__(self, name: str):
+        values = object.__getattribute__(self, "_values")
+        if name in values:
+            return values[name]
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise HarnessGap(object.__getattribute__(self, "_owner"), name, _reader_location())
+
+    def __setattr__(self, name, value):
+        self._values[name] = value
 
 
 def upstream_object(cls: type, **attrs: Any):

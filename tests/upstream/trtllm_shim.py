@@ -41,6 +41,7 @@ REAL_MODULES = (
     "tensorrt_llm.llmapi.llm", "tensorrt_llm.llmapi.mm_encoder",
     "tensorrt_llm.disaggregated_params", "tensorrt_llm.executor.params.disaggregation",
     "tensorrt_llm._torch.shared_tensor", "tensorrt_llm._torch.shared_tensor.shared_tensor",
+    "tensorrt_llm.executor.base_worker",
 )
 #: the release of upstream issue #20138, whose hook-point code the newest stored files match
 DEFAULT_VERSION = "1.3.0rc25"
