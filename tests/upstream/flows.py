@@ -10,6 +10,7 @@ attribute upstream reads that the harness lacks fails as a named harness gap.
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -71,8 +72,12 @@ def video_inputs(**clip_kw) -> dict:
     return {"prompt": PROMPT, "multi_modal_data": {"video": [clip(**clip_kw)]}}
 
 
+_REQUEST_IDS = itertools.count(1)
+
+
 class FakeEngine:
-    """The executor: records each request, answers with real embedding / mRoPE handles."""
+    """The executor: records each request, answers with real embedding / mRoPE handles (one embedding
+    handle for all the request's pads) and the multimodal hashes upstream's ``_preprocess`` computed."""
 
     def __init__(self, upstream, config):
         self.upstream, self.config, self.requests = upstream, config, []
@@ -95,10 +100,12 @@ class FakeEngine:
         handle = container.from_tensor(torch.zeros(pads, width)).dump_to_dict()
         mrope = container.from_tensor(torch.zeros(3, 1, len(prompt_token_ids), dtype=torch.int64)).dump_to_dict()
         deltas = container.from_tensor(torch.zeros(1, 1, dtype=torch.int32)).dump_to_dict()
+        mm_input = getattr(kw.get("multimodal_params"), "multimodal_input", None)
+        hashes = [list(h) for h in mm_input.multimodal_hashes] if mm_input is not None else [[1] * 8]
         params = params_class(self.upstream)(
-            request_type="context_only", multimodal_embedding_handles=[handle], multimodal_hashes=[[1] * 8],
+            request_type="context_only", multimodal_embedding_handles=[handle], multimodal_hashes=hashes[:1],
             mrope_position_ids_handle=mrope, mrope_position_deltas_handle=deltas)
-        return SimpleNamespace(request_id=len(self.requests), prompt_token_ids=list(prompt_token_ids),
+        return SimpleNamespace(request_id=next(_REQUEST_IDS), prompt_token_ids=list(prompt_token_ids),
                                disaggregated_params=params, _streaming=False, metrics_dict={})
 
 
