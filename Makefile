@@ -68,4 +68,5 @@ test-vllm: $(VLLM_STAMP)
 #   MM_HANDOFF_TRTLLM_TREES=<file, one tree per line> make conformance   dir holding its tensorrt_llm/ files)
 conformance: $(STAMP)
 	@test -n "$$MM_HANDOFF_TRTLLM_SRC$$MM_HANDOFF_TRTLLM_TREES" || { echo "set MM_HANDOFF_TRTLLM_SRC=<tree>[:<tree>...] or MM_HANDOFF_TRTLLM_TREES=<file listing trees> (a tree: a TensorRT-LLM checkout or a dir holding tensorrt_llm/)"; exit 2; }
+	$(PY) -m pip install -q blake3==1.0.11  # upstream's multimodal hasher (inputs/multimodal.py imports it)
 	$(PY) tests/upstream/matrix.py $(PYTEST_ARGS)

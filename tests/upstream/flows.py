@@ -51,12 +51,17 @@ def hf_model_dir(tmp: Path, family: str = "qwen3_vl", architecture: str = None):
 
 
 def clip(frames: int = 8, height: int = 64, width: int = 96, fps: float = 24.0):
-    """A VideoData-like item (``frames`` HWC uint8, ``metadata`` dict) as TensorRT-LLM's loader gives it."""
+    """A video item (``frames`` HWC uint8, ``metadata`` dict) as TensorRT-LLM's loader gives it: upstream's own
+    ``VideoData`` (``inputs/multimodal_data.py``) when the tree has it, which upstream's hashing and token
+    counting recognise by ``isinstance``; else a stand-in with the same three fields."""
     from mm_handoff.hf.processors import synthetic_clip
 
     video, _ = synthetic_clip(frames, height, width, fps=fps)
     meta = {"fps": fps, "duration": frames / fps, "total_num_frames": frames, "frames_indices": list(range(frames)),
             "width": width, "height": height}
+    module = sys.modules.get("tensorrt_llm.inputs.multimodal_data")
+    if module is not None and not getattr(module, "__mm_stub__", False):
+        return module.VideoData(frames=[f for f in video], metadata=meta, audio=None)
     return SimpleNamespace(frames=[f for f in video], metadata=meta, audio=None)
 
 

@@ -135,3 +135,25 @@ def test_qwen3_5_wrapper_of_the_get_prompt_token_ids_era_is_refused(upstream, gl
     finally:
         del table[model_cls]
         registry.MULTIMODAL_PLACEHOLDER_REGISTRY._multimodal_placeholder_by_model_type.pop("qwen3_5_era_probe", None)
+
+
+def test_upstreams_own_carrier_producer_without_its_consumer(upstream, model, glue, monkeypatch):
+    """The newer mm_encoder.py builds ``DisaggregatedParams(multimodal_layout=...)`` from the encoder's expanded
+    ids (``MultimodalEncoder.build_prefill_disaggregated_params``). In a tree whose params class has no such
+    field, install stays (upstream cannot carry the layout), and upstream's own producer fails on this tree's
+    ``DisaggPrefillMultimodalInputs`` (no ``encoder_token_lengths``): producer read, consumer not. Given a
+    params class with the field, install stands down."""
+    build = getattr(upstream.mm_encoder.MultimodalEncoder, "build_prefill_disaggregated_params", None)
+    if build is None:
+        pytest.skip("not applicable: this tree's mm_encoder.py has no build_prefill_disaggregated_params")
+    report = glue.install()
+    assert report["installed"] and not report["standing_down"]
+    assert "multimodal_layout" not in report["upstream_carriers"]
+    enc = flows.encoder(upstream, model.processor, model.config)
+    pre = enc.preprocess(flows.video_inputs())  # upstream's own preprocess: the encoder's expanded ids
+    with pytest.raises(TypeError, match="encoder_token_lengths|multimodal_layout"):
+        build(pre)
+    glue.uninstall()
+    monkeypatch.setattr(upstream.llm, "DisaggregatedParams", _params_with(upstream, "multimodal_layout"))
+    report = glue.install()
+    assert report["standing_down"] and report["upstream_fix_fields"] == ["multimodal_layout"]

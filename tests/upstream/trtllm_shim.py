@@ -34,7 +34,7 @@ EXTRA_ENV = "MM_HANDOFF_TRTLLM_REAL_EXTRA"
 #: ``MM_HANDOFF_TRTLLM_REAL_EXTRA`` (comma-separated fnmatch patterns) adds to it.
 REAL_MODULES = (
     "tensorrt_llm.inputs", "tensorrt_llm.inputs.registry", "tensorrt_llm.inputs.multimodal",
-    "tensorrt_llm.inputs.data", "tensorrt_llm.inputs.content_format",
+    "tensorrt_llm.inputs.data", "tensorrt_llm.inputs.content_format", "tensorrt_llm.inputs.multimodal_data",
     "tensorrt_llm._torch.models.modeling_qwen2vl", "tensorrt_llm._torch.models.modeling_qwen3vl",
     "tensorrt_llm._torch.models.modeling_qwen3vl_moe", "tensorrt_llm._torch.models.modeling_qwen3_5",
     "tensorrt_llm._torch.models.modeling_cosmos3", "tensorrt_llm._torch.models.modeling_cosmos3_omni",
