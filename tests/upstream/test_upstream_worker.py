@@ -62,7 +62,8 @@ def _worker(base_worker, upstream, monkeypatch):
     monkeypatch.setattr(base_worker.tllm, "Request", RecordingRequest)
     return upstream_object(base_worker.BaseWorker, engine=FakePyExecutor(), llm_args=UpstreamArgs(upstream.tree.root),
                            _lora_manager=None, _is_pytorch_backend=True, _executor_config=None, max_seq_len=8192,
-                           mapping=Declared("Mapping", cp_size=1))
+                           mapping=Declared("Mapping", cp_size=1),
+                           doing_shutdown=True)  # never started: upstream's __del__ -> shutdown() returns at once
 
 
 def _generation_request(request_id, prompt_token_ids, mm_params, params):
