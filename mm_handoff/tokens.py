@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import numpy as np
 
@@ -52,7 +53,7 @@ def readonly_ids(token_ids, field: str = "token_ids", *, max_len: int | None = N
     return arr
 
 
-def frozen(arr: np.ndarray) -> bool:
+def frozen(arr: Any) -> bool:
     """True when no one can change ``arr``'s values: it is read-only and so is every array it views (a
     read-only view of a caller's writable array is not: the caller can still write through the base)."""
     while isinstance(arr, np.ndarray):

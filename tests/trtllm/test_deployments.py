@@ -4,8 +4,8 @@ NVIDIA Dynamo's TensorRT-LLM backend (ai-dynamo 1.6.1, ``dynamo/trtllm/``) ships
 ``DisaggregatedParams`` as ``dataclasses.asdict(params)`` through its request plane (msgpack, or JSON as the
 fallback codec), rebuilds ``DisaggregatedParams(**params_dict)`` on the prefill worker, sets
 ``request_type = "context_only"`` and passes ``{"prompt": <decoded text>, "prompt_token_ids": <the
-frontend's unexpanded ids>}`` to ``LLM.generate_async``. The upstream conformance suite runs the same steps
-on TensorRT-LLM's own code (``tests/upstream/test_upstream_deployments.py``), including the encoder input
+frontend's unexpanded ids>}`` to ``LLM.generate_async``. The upstream conformance suite runs Dynamo's own
+handlers on TensorRT-LLM's own code (``tests/upstream/test_upstream_dynamo.py``), including the encoder input
 without a text prompt, which the stand-in does not model.
 """
 
