@@ -4,12 +4,16 @@ but a long-running server must not grow with the variety of its requests."""
 from __future__ import annotations
 
 import collections
+import sys
 import threading
 from collections.abc import Callable, Hashable
 
 import numpy as np
 
 __all__ = ["ByteBoundedCache"]
+
+#: an array object's own size beside its data, plus the cache's bookkeeping per entry (measured: ~112 + ~100 B)
+_ARRAY_OVERHEAD = sys.getsizeof(np.empty(0)) + 100
 
 
 class ByteBoundedCache:
@@ -32,7 +36,7 @@ class ByteBoundedCache:
                 self._items.move_to_end(key)
                 return value
         value = build()
-        size = int(value.nbytes)
+        size = int(value.nbytes) + _ARRAY_OVERHEAD + sys.getsizeof(key)  # what the entry costs, not only its data
         if size > self.max_item_bytes:
             return value
         with self._lock:
@@ -40,8 +44,8 @@ class ByteBoundedCache:
                 self._items[key] = value
                 self._bytes += size
                 while self._bytes > self.max_bytes:
-                    _, old = self._items.popitem(last=False)
-                    self._bytes -= int(old.nbytes)
+                    old_key, old = self._items.popitem(last=False)
+                    self._bytes -= int(old.nbytes) + _ARRAY_OVERHEAD + sys.getsizeof(old_key)
         return value
 
     @property

@@ -69,11 +69,26 @@ class _ShortRepr(reprlib.Repr):
                   for k, v in itertools.islice(x.items(), self.maxdict)]
         return "{" + ", ".join(pieces) + (", ...}" if len(x) > self.maxdict else "}")
 
+    def repr_set(self, x: Any, level: int) -> str:  # without sorting (reprlib sorts the whole set)
+        if not x:
+            return f"{type(x).__name__}()"
+        head = ", ".join(self.repr1(v, level - 1) for v in itertools.islice(x, self.maxset))
+        return "{" + head + (", ...}" if len(x) > self.maxset else "}")
+
+    repr_frozenset = repr_set
+
+    def repr_bytes(self, x: Any, level: int) -> str:
+        return repr(x) if len(x) <= self.maxstring else f"<{type(x).__name__} of {len(x)} bytes>"
+
+    repr_bytearray = repr_bytes
+
     def repr_ndarray(self, x: Any, level: int) -> str:
         return f"array(shape={tuple(x.shape)}, dtype={x.dtype})" if x.size > 8 else self.repr_instance(x, level)
 
     def repr_instance(self, x: Any, level: int) -> str:
         try:
+            if hasattr(x, "__len__") and len(x) > 1000:  # its whole repr would be built before being cut
+                return f"<{type(x).__name__} of {len(x)} items>"
             return super().repr_instance(x, level)
         except Exception:  # an object whose repr fails must not take the message with it
             return f"<unprintable {type(x).__name__}>"

@@ -33,6 +33,7 @@ else (grid groups, embedding rows, mRoPE ids from the encoder, fingerprints) liv
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Iterable
 from typing import Any
 
@@ -65,7 +66,19 @@ _ITEM_TYPE = {IMAGE: 0, VIDEO: 1}  # TensorRT-LLM's item_types vocabulary
 
 
 def _as_tuple(values: Iterable[Any]) -> tuple:
-    return tuple(values)
+    """The items as a tuple, read lazily and bounded (an endless or failing iterable is a LayoutError)."""
+    if isinstance(values, (str, bytes, dict, set, frozenset)):
+        raise LayoutError("items", "a sequence of MultimodalItem", type(values).__name__)
+    try:
+        out = tuple(itertools.islice(values, _MAX_ITEMS + 1))
+    except Exception as exc:
+        raise LayoutError("items", "a sequence of MultimodalItem", type(values).__name__) from exc
+    if len(out) > _MAX_ITEMS:
+        raise LayoutError("items", f"at most {_MAX_ITEMS} items", f"more than {_MAX_ITEMS}")
+    return out
+
+
+_MAX_ITEMS = 1 << 16  # far beyond any request (the wire's limit is Limits.max_items)
 
 
 @attrs.frozen(eq=False)

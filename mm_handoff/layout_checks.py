@@ -14,6 +14,7 @@ from .errors import LayoutError, MropeLengthError
 from .items import IMAGE, MODALITIES, VIDEO, MultimodalItem
 from .spec import TokenSpec
 from .stamps import parse_timestamps
+from .tokens import frozen
 
 __all__ = ["one_of", "optional_int", "valid_items", "valid_spec", "valid_family", "valid_digest", "mrope_array",
            "check_items_against_spec", "check_runs_and_pads", "check_video_groups", "check_mrope_len",
@@ -21,9 +22,9 @@ __all__ = ["one_of", "optional_int", "valid_items", "valid_spec", "valid_family"
 
 
 def optional_int(instance, attribute, value) -> None:
-    """Validator: None or an int."""
-    if value is not None and (type(value) is not int):
-        raise LayoutError(attribute.name, "an int or None", value)
+    """Validator: None or an int in [-2**62, 2**62] (what the wire carries)."""
+    if value is not None and (type(value) is not int or not -(2**62) <= value <= 2**62):
+        raise LayoutError(attribute.name, "an int in [-2**62, 2**62] or None", value)
 
 
 def one_of(choices, prefix: str = ""):
@@ -46,27 +47,32 @@ def valid_spec(instance, attribute, value) -> None:
 
 
 def valid_family(instance, attribute, value) -> None:
-    if not isinstance(value, str) or not value:
-        raise LayoutError("family", "a non-empty family name", value)
+    if type(value) is not str or not 0 < len(value) <= 256:
+        raise LayoutError("family", "a family name (1 to 256 characters)", value)
 
 
 def valid_digest(instance, attribute, value) -> None:
-    if value is not None and not isinstance(value, str):
-        raise LayoutError("tokenizer_digest", "a str or None", value)
+    if value is not None and (type(value) is not str or len(value) > 256):
+        raise LayoutError("tokenizer_digest", "a str of at most 256 characters, or None", value)
 
 
 def mrope_array(value):
     """Converter + check: ``None`` or a read-only int64 ``(3, L)`` array (``(3, 1, L)`` and tensors accepted)."""
     if value is None:
         return None
-    if hasattr(value, "detach"):  # a torch tensor, without importing torch
-        value = value.detach().cpu().numpy()
-    arr = np.asarray(value)
+    if isinstance(value, np.ma.MaskedArray):
+        raise LayoutError("mrope_position_ids", "an integer array of shape (3, L)", "a masked array")
+    try:
+        if hasattr(value, "detach"):  # a torch tensor, without importing torch
+            value = value.detach().cpu().numpy()
+        arr = np.asarray(value)
+    except Exception as exc:  # ragged, or an object whose conversion raises
+        raise LayoutError("mrope_position_ids", "an integer array of shape (3, L)", type(value).__name__) from exc
     if arr.ndim == 3 and arr.shape[1] == 1:
         arr = arr[:, 0, :]
     if arr.ndim != 2 or arr.shape[0] != 3 or arr.dtype.kind not in "iu":
         raise LayoutError("mrope_position_ids", "an integer array of shape (3, L)", f"{arr.dtype} {arr.shape}")
-    if arr.dtype != np.int64 or arr.flags.writeable:
+    if arr.dtype != np.int64 or not frozen(arr):  # a copy unless no one can change it
         arr = np.array(arr, dtype=np.int64)
         arr.flags.writeable = False
     return arr

@@ -60,7 +60,7 @@ def limits_from_env(environ=None) -> Limits:
     for part in text.split(","):
         name, sep, value = part.partition("=")
         name = name.strip()
-        if not sep or name not in fields or not value.strip().isdigit():
+        if not sep or name not in fields or not (value.strip().isascii() and value.strip().isdigit()):
             raise HandoffError(_env.LIMITS, f"name=value pairs with names in {sorted(fields)}", part)
         values[name] = int(value)
     return Limits(**values)

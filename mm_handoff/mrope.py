@@ -22,7 +22,7 @@ __all__ = ["mrope_positions", "mrope_delta", "PATTERNS"]
 
 
 #: in-run offset patterns of pad runs up to 4,096 pads (~96 KB each) are kept, 4 MiB in all
-PATTERNS = ByteBoundedCache(max_bytes=4 << 20, max_item_bytes=3 * 8 * 4096)
+PATTERNS = ByteBoundedCache(max_bytes=4 << 20, max_item_bytes=3 * 8 * 4096 + 512)
 #: text ramps: one shared ``0 .. n-1`` up to this length (a read-only view of it), fresh above
 _RAMP_MAX = 1 << 16
 _RAMP = np.arange(_RAMP_MAX, dtype=np.int64)

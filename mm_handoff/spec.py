@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 import numpy as np
@@ -50,9 +52,11 @@ def _positive(instance, attribute, value) -> None:
         raise LayoutError(f"spec.{attribute.name}", "a positive int (at most 64)", value)
 
 
-def _digit_ids(value) -> tuple:
+def _digit_ids(value: Any) -> Any:
+    if isinstance(value, (str, bytes, bytearray)):  # bytes would read as small ids
+        return value
     try:
-        return tuple(_plain_int(d) for d in value)
+        return tuple(_plain_int(d) for d in itertools.islice(value, 11))  # ten ids, or one too many
     except Exception:  # not iterable, or an iterator that fails
         return value
 
@@ -135,7 +139,13 @@ class TokenSpec:
 
     @classmethod
     def from_dict(cls, data: dict) -> TokenSpec:
+        """The spec of :meth:`as_dict`'s form; a LayoutError names anything missing or mistyped."""
+        fields = ("image_pad", "video_pad", "vision_start", "vision_end", "merge_size", "temporal_patch_size")
+        if not isinstance(data, dict) or any(k not in data for k in fields):
+            raise LayoutError("spec", f"a dict with {list(fields)} and timestamps", data)
         ts = data.get("timestamps")
+        if ts is not None and (not isinstance(ts, dict) or set(ts) != {"open", "close", "dot", "seconds", "digits"}):
+            raise LayoutError("spec.timestamps", "None or a dict of open, close, dot, seconds, digits", ts)
         return cls(
             image_pad=data["image_pad"],
             video_pad=data["video_pad"],
@@ -198,6 +208,10 @@ def normalize_grids(grids, field: str, *, merge_size: int, limits=None) -> list:
     limits = resolve_limits(limits)
     if grids is None:
         return []
+    count = len(grids) if isinstance(grids, (list, tuple)) else getattr(grids, "shape", (None,))[:1]
+    count = count[0] if isinstance(count, tuple) and count else count
+    if isinstance(count, int) and count > limits.max_items:  # before any conversion
+        raise GridMismatchError(field, f"at most {limits.max_items} grids (limits.max_items)", count)
     if hasattr(grids, "tolist") and not isinstance(grids, (list, tuple)):
         try:
             grids = grids.tolist()

@@ -150,12 +150,17 @@ def _int(v, field, rid, *, low: int | None = None, high: int | None = None) -> i
 def _dict(v, field, keys, rid, optional=frozenset()) -> dict:
     if type(v) is not dict:
         raise _fail(field, "an object (a plain dict)", _typename(v), rid)
-    missing = keys - optional - set(v)
+    if len(v) > len(keys):  # before looking at any key: a dict of millions of keys costs nothing here
+        raise _fail(field, f"keys {sorted(keys)}", f"{len(v)} keys", rid)
+    try:
+        missing, extra = keys - optional - set(v), [k for k in v if not (type(k) is str and k in keys)]
+    except Exception:  # a key whose hash or comparison raises (an in-process dict of odd keys)
+        raise _fail(field, f"keys {sorted(keys)}", "unreadable keys", rid) from None
     if missing:
         raise _fail(field, f"keys {sorted(keys)}", f"missing {sorted(missing)}", rid)
-    extra = set(v) - keys
     if extra:
-        raise _fail(field, f"keys {sorted(keys)}", f"unknown {sorted(str(k) for k in extra)}", rid)
+        raise _fail(field, f"keys {sorted(keys)}", f"unknown keys of types {sorted({_typename(k) for k in extra})}"
+                    if any(type(k) is not str for k in extra) else f"unknown {sorted(extra)[:8]}", rid)
     return v
 
 
@@ -185,7 +190,7 @@ def _decode_arrays(v, rid, expected_values: int) -> np.ndarray:
         raw = inflater.decompress(packed, want + 1)
     except zlib.error as exc:
         raise _fail("arrays", "a zlib stream", f"corrupt ({exc})", rid) from None
-    if len(raw) != want or inflater.unconsumed_tail or not inflater.eof:
+    if len(raw) != want or inflater.unconsumed_tail or not inflater.eof or inflater.unused_data:
         raise _fail("arrays", f"{want} bytes for the declared sizes", f"{len(raw)}+ bytes", rid)
     return np.frombuffer(raw, dtype="<i4").astype(np.int64)
 
@@ -240,10 +245,16 @@ def _load(obj, limits: Limits, rid) -> dict:
             raise WireLimitError("wire", f"at most {limits.max_payload_chars} characters", len(obj), request_id=rid)
         # a payload is one object with a few small ones inside (spec, sizes, one per item): count the
         # objects and lists before parsing, so a text of millions of them costs one scan, not gigabytes
-        opens = obj.count("{" if type(obj) is str else b"{") + obj.count("[" if type(obj) is str else b"[")
+        # (and the values in them: an honest payload has about 8 commas and 4 colons per item)
+        text = obj if type(obj) is str else bytes(obj).decode("latin-1")
+        opens = text.count("{") + text.count("[")
         most = 2 * limits.max_items + 8
         if opens > most:
             raise WireLimitError("wire.json", f"at most {most} JSON objects and lists (limits.max_items)", opens,
+                                 request_id=rid)
+        separators, most = text.count(",") + text.count(":"), 16 * limits.max_items + 128
+        if separators > most:
+            raise WireLimitError("wire.json", f"at most {most} JSON values (limits.max_items)", separators,
                                  request_id=rid)
         try:
             obj = json.loads(obj)

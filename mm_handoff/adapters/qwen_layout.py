@@ -179,7 +179,7 @@ class QwenLayoutAdapter(Adapter):
             self.default_hidden_size if config is None else None)
         self._tokenizer = tokenizer
         # ``<t seconds>`` -> ids: a few bytes each, kept up to 256 KiB (a long video has ~1 KiB of them)
-        self._ts_cache = ByteBoundedCache(max_bytes=256 << 10, max_item_bytes=256)
+        self._ts_cache = ByteBoundedCache(max_bytes=256 << 10, max_item_bytes=1024)
 
     # ------------------------------------------------------------------ layout / mRoPE
     def derive_layout(self, token_ids, *, image_grid_thw=None, video_grid_thw=None, mrope: bool = True,

@@ -71,7 +71,7 @@ def metadata_fields(metadata: Any, index: int, *, request_id=None) -> dict:
                            request_id=request_id) from exc
     if fps is not None:
         if isinstance(fps, bool) or not isinstance(fps, (int, float, np.floating, np.integer)) \
-                or not (math.isfinite(float(fps)) and fps > 0):
+                or not _finite_positive(fps):
             raise HandoffError(f"{field}.fps", "a positive, finite number or None", fps, request_id=request_id)
         fps = float(fps) if not isinstance(fps, int) else int.__index__(fps)
     if indices is not None:
@@ -85,6 +85,13 @@ def metadata_fields(metadata: Any, index: int, *, request_id=None) -> dict:
                                request_id=request_id)
         indices = [int(i) for i in indices]
     return {"fps": fps, "frames_indices": indices, "total_num_frames": total}
+
+
+def _finite_positive(value) -> bool:
+    try:
+        return math.isfinite(float(value)) and float(value) > 0
+    except (OverflowError, ValueError, TypeError, RuntimeError):  # 10**400, or a subclass that raises
+        return False
 
 
 _NP_INTS = tuple(np.sctypeDict[name] for name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
