@@ -18,8 +18,7 @@ import numpy as np
 from ..accept import accept_layout, call_adapter
 from ..checks import shape_of
 from ..errors import HandoffError
-from ._admission import disagg_prefill_inputs
-from ._carrier import GRIDS_KEY, LAYOUT_KEY, adapter_for, carried, embedding_handles
+from ._carrier import GRIDS_KEY, LAYOUT_KEY, adapter_for, carried, disagg_prefill_inputs, embedding_handles
 
 __all__ = ["PrefillRequest", "prefill_request"]
 

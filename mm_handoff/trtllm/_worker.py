@@ -8,12 +8,16 @@ checks that the request's mRoPE ids cover its prompt exactly, through the core's
 
 from __future__ import annotations
 
+import logging
+
 from ..checks import check_mrope_slice, shape_of
 from ..errors import HandoffError
-from ..policy import Policy
-from ._carrier import enforce, mrope_ids_of
+from ..policy import Policy, decide
+from ._carrier import mrope_ids_of
 
 __all__ = ["enqueue_request_wrapper", "prepare_tp_inputs_wrapper", "check_ingress", "check_context_slices"]
+
+log = logging.getLogger("mm_handoff.trtllm")
 
 
 def enqueue_request_wrapper(wrapped, worker, args, kwargs, *, policy: Policy):
@@ -22,7 +26,7 @@ def enqueue_request_wrapper(wrapped, worker, args, kwargs, *, policy: Policy):
     try:
         check_ingress(request)
     except HandoffError as exc:
-        enforce(policy, exc, where="worker ingress (BaseWorker._enqueue_request)")
+        decide(policy, exc, where="worker ingress (BaseWorker._enqueue_request)", log=log)  # fallback: go on
     return wrapped(*args, **kwargs)
 
 
@@ -33,7 +37,8 @@ def prepare_tp_inputs_wrapper(wrapped, runner, args, kwargs, *, policy: Policy):
     try:
         check_context_slices(scheduled)
     except HandoffError as exc:
-        enforce(policy, exc, where=f"context-phase mRoPE slice ({type(runner).__name__}._prepare_tp_inputs)")
+        decide(policy, exc, where=f"context-phase mRoPE slice ({type(runner).__name__}._prepare_tp_inputs)",
+               log=log)  # fallback: the original runs untouched
     return wrapped(*args, **kwargs)
 
 
