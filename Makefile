@@ -69,8 +69,11 @@ $(VLLM_STAMP): pyproject.toml tests/vllm_engine/torchvision_cpu_schemas.py
 test-vllm: $(VLLM_STAMP)
 	VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 $(VLLM_PY) -m pytest tests/vllm_engine -p no:cacheprovider $(PYTEST_ARGS)
 
-# The glue against TensorRT-LLM's own Python files (no GPU, no compiled parts; docs/trtllm.md says how):
-#   MM_HANDOFF_TRTLLM_SRC=<TensorRT-LLM checkout, or a dir holding its tensorrt_llm/ files> make conformance
+# The glue against TensorRT-LLM's own Python files (no GPU, no compiled parts; docs/trtllm.md says how),
+# once per tree, then one table tree x test (tests/upstream/matrix.py):
+#   MM_HANDOFF_TRTLLM_SRC=<tree>[:<tree>...] make conformance      (a tree: a TensorRT-LLM checkout, or a
+#   MM_HANDOFF_TRTLLM_TREES=<file, one tree per line> make conformance   dir holding its tensorrt_llm/ files)
 conformance: $(STAMP)
-	@test -n "$$MM_HANDOFF_TRTLLM_SRC" || { echo "set MM_HANDOFF_TRTLLM_SRC=<TensorRT-LLM checkout or dir holding tensorrt_llm/>"; exit 2; }
-	$(PY) -m pytest tests/upstream -p no:cacheprovider $(PYTEST_ARGS)
+	@test -n "$$MM_HANDOFF_TRTLLM_SRC$$MM_HANDOFF_TRTLLM_TREES" || { echo "set MM_HANDOFF_TRTLLM_SRC=<tree>[:<tree>...] or MM_HANDOFF_TRTLLM_TREES=<file listing trees> (a tree: a TensorRT-LLM checkout or a dir holding tensorrt_llm/)"; exit 2; }
+	$(PY) -m pip install -q blake3==1.0.11  # upstream's multimodal hasher (inputs/multimodal.py imports it)
+	$(PY) tests/upstream/matrix.py $(PYTEST_ARGS)

@@ -45,8 +45,9 @@ FAMILIES = {
 TRTLLM_PROCESSOR_CLASSES = {
     "tensorrt_llm._torch.models.modeling_qwen3vl:Qwen3VLInputProcessorBase": "qwen3_vl",
     "tensorrt_llm._torch.models.modeling_cosmos3:Cosmos3InputProcessor": "cosmos3",
-    "tensorrt_llm._torch.models.modeling_qwen3_5:Qwen3_5InputProcessor": "qwen3_5",
-    "tensorrt_llm._torch.models.modeling_qwen3_5:Qwen3_5MoeInputProcessor": "qwen3_5_moe",
+    # the Qwen3.5 wrapper of the older modeling_qwen3_5.py (87,053 chars; its get_prompt_token_ids era:
+    # install refuses it). The newer file registers Qwen3VLInputProcessorBase for qwen3_5 / qwen3_5_moe.
+    "tensorrt_llm._torch.models.modeling_qwen3_5:Qwen3_5InputProcessorBase": "qwen3_5",
 }
 
 

@@ -201,15 +201,30 @@ def _overrides(base_point: HookPoint) -> list:
     if attr is None:  # the base point did not resolve: no override to look for
         return rows
     for cls in registered_processor_classes():
-        if cls is base_point.cls or attr not in vars(cls):
+        if cls is base_point.cls:
             continue
         try:
             REGISTRY.resolve(cls)
         except HandoffError:
             continue  # another family's processor: not ours to wrap
+        if find_owner(cls, attr)[0] is None:
+            if find_owner(cls, "get_prompt_token_ids")[0] is not None:
+                rows.append(_prompt_token_ids_era(base_point, cls, attr))
+            continue
+        if attr not in vars(cls):
+            continue
         point = HookPoint(base_point.spec, target_key(cls, attr), cls, attr, base_point.wrapper)
         rows.append(_check_callable(point, _unwrap_ours(vars(cls)[attr])))
     return rows
+
+
+def _prompt_token_ids_era(base_point: HookPoint, cls: type, attr: str) -> HookPoint:
+    """A registered family processor of the ``get_prompt_token_ids`` era (e.g. the older Qwen3.5 wrapper
+    ``Qwen3_5InputProcessorBase``): no prefill hook to wrap, so install must refuse, naming the class."""
+    return HookPoint(base_point.spec, target_key(cls, attr), cls, None, base_point.wrapper, state="missing",
+                     reason=f"{cls.__module__}:{cls.__qualname__} has no {attr} but get_prompt_token_ids: "
+                            "that era returns (ids, lengths, offsets), rewrites pads out of vocabulary and takes "
+                            "images only; mm-handoff does not support it")
 
 
 def probe() -> list:

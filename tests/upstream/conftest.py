@@ -5,6 +5,7 @@ not even collected (nothing heavy is imported) and ``test_requires_source.py`` r
 to run the suite. The shim (``trtllm_shim.py``) is activated once per session.
 """
 
+import json
 import os
 from pathlib import Path
 
@@ -12,9 +13,55 @@ import pytest
 
 SOURCE = os.environ.get("MM_HANDOFF_TRTLLM_SRC")
 HERE = Path(__file__).parent
+#: where each test's outcome (passed / failed / harness-gap / not-applicable) is written, one JSON line
+#: per test, for the matrix runner (``matrix.py``)
+REPORT = os.environ.get("MM_HANDOFF_CONFORMANCE_REPORT")
 
 if not SOURCE:
     collect_ignore = [p.name for p in HERE.glob("test_*.py") if p.name != "test_requires_source.py"]
+elif ":" in SOURCE:
+    raise pytest.UsageError("MM_HANDOFF_TRTLLM_SRC names several trees: run them through "
+                            "`make conformance` (tests/upstream/matrix.py), one pytest run per tree")
+
+
+def _discovered_families():
+    from upstream.families import qwen_layout_families
+
+    return qwen_layout_families(SOURCE)
+
+
+def pytest_generate_tests(metafunc):
+    """``family``: every Qwen3-VL-layout family the tree registers (read from its model files)."""
+    if "family" in metafunc.fixturenames and SOURCE:
+        found = _discovered_families()
+        metafunc.parametrize("family", sorted(found) or ["<none registered>"])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failure caused by upstream reading something the harness lacks is reported as a harness gap."""
+    outcome = yield
+    report = outcome.get_result()
+    if call.excinfo is not None and report.failed:
+        from upstream.harness import harness_gap_in
+
+        gap = harness_gap_in(call.excinfo.value)
+        if gap is not None:
+            report.user_properties.append(("kind", "harness-gap"))
+            report.longrepr = f"HARNESS GAP (not a glue failure): {gap}\n\n{report.longrepr}"
+    if REPORT and (report.when == "call" or (report.when == "setup" and not report.passed)):
+        kind = dict(report.user_properties).get("kind")
+        if report.passed:
+            kind = "passed"
+        elif report.skipped:
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            kind = "n/a" if "not applicable" in reason else "skipped"
+        elif kind is None:
+            kind = "failed"
+        message = "" if report.passed else str(report.longrepr).splitlines()[-1][:300] if report.longrepr else ""
+        with open(REPORT, "a") as fh:
+            fh.write(json.dumps({"test": item.nodeid.split("::", 1)[-1], "file": item.nodeid.split("::")[0],
+                                 "kind": kind, "message": message}) + "\n")
 
 
 @pytest.fixture(scope="session")
@@ -55,9 +102,12 @@ def upstream(tree):
         "mm_encoder": "tensorrt_llm.llmapi.mm_encoder",
         "shared_tensor": "tensorrt_llm._torch.shared_tensor",
         "disagg": "tensorrt_llm.disaggregated_params",
-        "qwen3vl_moe": "tensorrt_llm._torch.models.modeling_qwen3vl_moe",
     }
-    return SimpleNamespace(tree=tree, **{k: importlib.import_module(v) for k, v in names.items()})
+    loaded = {k: importlib.import_module(v) for k, v in names.items()}
+    # every model file that registers a Qwen3-VL-layout family (the families' registrations run on import)
+    for registration in _discovered_families().values():
+        importlib.import_module(registration.module)
+    return SimpleNamespace(tree=tree, families=_discovered_families(), **loaded)
 
 
 @pytest.fixture
@@ -82,16 +132,22 @@ def models(upstream, tmp_path_factory):
 
     built = {}
 
+    from upstream.families import registered_family
+
     def build(family="qwen3_vl"):
         if family not in built:
-            module, model_cls, _ = flows.FAMILIES[family]
-            upstream.tree.require(module)
-            table = upstream.registry.INPUT_PROCESSOR_REGISTRY._input_processors_cls_by_model_type
-            processor_cls = table[getattr(importlib.import_module(module), model_cls)]
-            path, config = flows.hf_model_dir(tmp_path_factory.mktemp(f"tiny-{family}"), family)
+            registration = upstream.families.get(family)
+            if registration is None:
+                raise AssertionError(f"family {family!r}: no Qwen3-VL-layout registration in this tree "
+                                     f"(registered: {sorted(upstream.families)})")
+            upstream.tree.require(registration.module)
+            _, processor_cls = registered_family(upstream.registry, registration)
+            path, config = flows.hf_model_dir(tmp_path_factory.mktemp(f"tiny-{family}"), family,
+                                              registration.architecture)
             processor = processor_cls(str(path), config, AutoTokenizer.from_pretrained(str(path)),
                                       trust_remote_code=False)
-            built[family] = SimpleNamespace(processor=processor, config=config, path=path, family=family)
+            built[family] = SimpleNamespace(processor=processor, config=config, path=path, family=family,
+                                            registration=registration)
         return built[family]
 
     return build

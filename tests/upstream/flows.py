@@ -3,11 +3,14 @@
 Only the executor is fake (:class:`FakeEngine`): it records what ``generate_async`` hands the workers and
 answers like the encoder engine does, with real ``SharedTensorContainer`` handles for the embeddings and
 mRoPE tensors. Everything else (``BaseLLM._preprocess``, ``MultimodalEncoder.generate_async``, the
-Qwen3-VL input processor with the real HF processor) is upstream's code.
+Qwen3-VL input processor with the real HF processor) is upstream's code; the ``LLM`` objects are
+upstream's classes built by :func:`harness.upstream_object` with :class:`harness.UpstreamArgs`, so an
+attribute upstream reads that the harness lacks fails as a named harness gap.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -28,34 +31,37 @@ LLM_MODULES = ("tensorrt_llm.llmapi.llm", "tensorrt_llm.llmapi.mm_encoder", "ten
                "tensorrt_llm._torch.shared_tensor.shared_tensor")
 
 
-#: family -> (upstream model module, model class registered for it, HF architecture)
-FAMILIES = {
-    "qwen3_vl": ("tensorrt_llm._torch.models.modeling_qwen3vl", "Qwen3VLModel", "Qwen3VLForConditionalGeneration"),
-    "qwen3_vl_moe": ("tensorrt_llm._torch.models.modeling_qwen3vl_moe", "Qwen3MoeVLModel",
-                     "Qwen3VLMoeForConditionalGeneration"),
-}
+#: upstream model_type -> the mm-handoff tiny-config family that has its HF config class (upstream
+#: registers Cosmos3 as ``cosmos3`` and its checkpoints' alias ``cosmos3_omni``; HF's config is Cosmos3Omni)
+TINY_FAMILY = {"cosmos3": "cosmos3_omni"}
 
 
-def hf_model_dir(tmp: Path, family: str = "qwen3_vl"):
+def hf_model_dir(tmp: Path, family: str = "qwen3_vl", architecture: str = None):
     """A tiny random checkpoint dir of ``family`` (config + real processor + offline tokenizer); (dir, config)."""
     from mm_handoff.hf.processors import build_processor
-    from mm_handoff.hf.tiny import tiny_config
+    from mm_handoff.hf.tiny import model_class_name, tiny_config
 
-    config = tiny_config(family)
-    config.architectures = [FAMILIES[family][2]]
+    tiny = TINY_FAMILY.get(family, family)
+    config = tiny_config(tiny)
+    config.architectures = [architecture or model_class_name(tiny)]
     config.save_pretrained(str(tmp))
-    processor = build_processor(family)
+    processor = build_processor(tiny)
     processor.save_pretrained(str(tmp))
     return tmp, config
 
 
 def clip(frames: int = 8, height: int = 64, width: int = 96, fps: float = 24.0):
-    """A VideoData-like item (``frames`` HWC uint8, ``metadata`` dict) as TensorRT-LLM's loader gives it."""
+    """A video item (``frames`` HWC uint8, ``metadata`` dict) as TensorRT-LLM's loader gives it: upstream's own
+    ``VideoData`` (``inputs/multimodal_data.py``) when the tree has it, which upstream's hashing and token
+    counting recognise by ``isinstance``; else a stand-in with the same three fields."""
     from mm_handoff.hf.processors import synthetic_clip
 
     video, _ = synthetic_clip(frames, height, width, fps=fps)
     meta = {"fps": fps, "duration": frames / fps, "total_num_frames": frames, "frames_indices": list(range(frames)),
             "width": width, "height": height}
+    module = sys.modules.get("tensorrt_llm.inputs.multimodal_data")
+    if module is not None and not getattr(module, "__mm_stub__", False):
+        return module.VideoData(frames=[f for f in video], metadata=meta, audio=None)
     return SimpleNamespace(frames=[f for f in video], metadata=meta, audio=None)
 
 
@@ -71,8 +77,12 @@ def video_inputs(**clip_kw) -> dict:
     return {"prompt": PROMPT, "multi_modal_data": {"video": [clip(**clip_kw)]}}
 
 
+_REQUEST_IDS = itertools.count(1)
+
+
 class FakeEngine:
-    """The executor: records each request, answers with real embedding / mRoPE handles."""
+    """The executor: records each request, answers with real embedding / mRoPE handles (one embedding
+    handle for all the request's pads) and the multimodal hashes upstream's ``_preprocess`` computed."""
 
     def __init__(self, upstream, config):
         self.upstream, self.config, self.requests = upstream, config, []
@@ -89,39 +99,43 @@ class FakeEngine:
         self.requests.append(dict(kw, prompt_token_ids=list(prompt_token_ids)))
         cfg = self.config
         pads = int(np.isin(np.asarray(prompt_token_ids), [cfg.image_token_id, cfg.video_token_id]).sum())
-        width = cfg.text_config.hidden_size * (1 + len(cfg.vision_config.deepstack_visual_indexes))
+        width = cfg.text_config.hidden_size * (1 + len(getattr(cfg.vision_config, "deepstack_visual_indexes", None)
+                                                        or ()))
         container = self.upstream.shared_tensor.SharedTensorContainer
         handle = container.from_tensor(torch.zeros(pads, width)).dump_to_dict()
         mrope = container.from_tensor(torch.zeros(3, 1, len(prompt_token_ids), dtype=torch.int64)).dump_to_dict()
         deltas = container.from_tensor(torch.zeros(1, 1, dtype=torch.int32)).dump_to_dict()
+        mm_input = getattr(kw.get("multimodal_params"), "multimodal_input", None)
+        hashes = [list(h) for h in mm_input.multimodal_hashes] if mm_input is not None else [[1] * 8]
         params = params_class(self.upstream)(
-            request_type="context_only", multimodal_embedding_handles=[handle], multimodal_hashes=[[1] * 8],
+            request_type="context_only", multimodal_embedding_handles=[handle], multimodal_hashes=hashes[:1],
             mrope_position_ids_handle=mrope, mrope_position_deltas_handle=deltas)
-        return SimpleNamespace(request_id=len(self.requests), prompt_token_ids=list(prompt_token_ids),
+        return SimpleNamespace(request_id=next(_REQUEST_IDS), prompt_token_ids=list(prompt_token_ids),
                                disaggregated_params=params, _streaming=False, metrics_dict={})
 
 
-def _llm_like(cls, processor, engine):
-    obj = object.__new__(cls)
-    obj.input_processor = processor
-    obj.args = SimpleNamespace(backend="pytorch", reasoning_parser=None, return_perf_metrics=False,
-                               enable_chunked_prefill=True, max_num_tokens=None)
-    obj._encode_only = False
-    obj._executor = engine
-    obj._post_processor_hook = None
-    obj._tokenizer = processor.tokenizer
-    obj._hf_model_config = None
-    return obj
+#: what ``BaseLLM.__init__`` / ``_build_model`` would have set on the instance, for this scenario (no
+#: checkpoint loaded: no HF model / generation config; the executor is :class:`FakeEngine`)
+INSTANCE_STATE = {"_encode_only": False, "_post_processor_hook": None, "_hf_model_config": None,
+                  "_generation_config": None, "_generation_config_explicit_values": {}}
 
 
-def encoder(upstream, processor, config):
+def _llm_like(cls, upstream, processor, engine, args=None):
+    from upstream.harness import UpstreamArgs, upstream_object
+
+    return upstream_object(cls, input_processor=processor, _executor=engine, _tokenizer=processor.tokenizer,
+                           args=args if args is not None else UpstreamArgs(upstream.tree.root),
+                           **INSTANCE_STATE)
+
+
+def encoder(upstream, processor, config, args=None):
     """An upstream ``MultimodalEncoder`` (built without ``__init__``) over a :class:`FakeEngine`."""
-    return _llm_like(upstream.mm_encoder.MultimodalEncoder, processor, FakeEngine(upstream, config))
+    return _llm_like(upstream.mm_encoder.MultimodalEncoder, upstream, processor, FakeEngine(upstream, config), args)
 
 
-def pd_llm(upstream, processor, config):
+def pd_llm(upstream, processor, config, args=None):
     """An upstream ``LLM`` for the prefill side (its ``_preprocess`` is what runs)."""
-    return _llm_like(upstream.llm.LLM, processor, FakeEngine(upstream, config))
+    return _llm_like(upstream.llm.LLM, upstream, processor, FakeEngine(upstream, config), args)
 
 
 def pd_params(upstream, output):

@@ -5,7 +5,7 @@ import os
 import pytest
 
 HOW = ("upstream conformance needs TensorRT-LLM's Python files: "
-       "MM_HANDOFF_TRTLLM_SRC=<checkout or dir holding tensorrt_llm/> make conformance")
+       "MM_HANDOFF_TRTLLM_SRC=<checkout or dir holding tensorrt_llm/>[:<another>...] make conformance")
 
 
 def test_upstream_source_given():

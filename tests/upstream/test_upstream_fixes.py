@@ -67,10 +67,16 @@ def test_upstream_runs_carrier_is_decided_and_shown(upstream, glue, monkeypatch)
 
 
 def test_vanished_slice_hooks_are_shown_unavailable(upstream, glue):
+    """Worker hooks whose module this tree lacks (the runner / model engine are not read into any tree) are
+    ``unavailable``, with the reason; the ones whose module ran as upstream code are patched."""
     glue.install()
     rows = [row for row in glue.status()["hooks"] if row["process"] == "worker"]
-    assert rows and all(row["state"] == "unavailable" for row in rows), rows
-    assert all("slice check unavailable on this version" in row["reason"] for row in rows)
+    real = {name for name, (kind, _) in upstream.tree.report().items() if kind == "upstream"}
+    absent = [row for row in rows if row["target"].split(":")[0] not in real]
+    present = [row for row in rows if row["target"].split(":")[0] in real]
+    assert absent and all(row["state"] == "unavailable" for row in absent), rows
+    assert all("slice check unavailable on this version" in row["reason"] for row in absent)
+    assert all(row["state"] == "patched" for row in present), present
 
 
 def test_a_request_that_skips_the_stamp_is_named(upstream, model, glue):
@@ -105,3 +111,48 @@ def test_version_gate_is_what_the_conformance_runs_verified(upstream, glue):
 
     assert version_supported(upstream.tree.version)
     assert not version_supported("1.2.0rc0")  # the get_prompt_token_ids era
+
+
+def test_qwen3_5_wrapper_of_the_get_prompt_token_ids_era_is_refused(upstream, glue):
+    """The older modeling_qwen3_5.py (87,053 chars) registers its own ``Qwen3_5InputProcessorBase`` with
+    ``get_prompt_token_ids`` (images only, pads rewritten to ``vocab_size + 1``) and no prefill hook. A class
+    of that name and shape, registered through upstream's own ``register_input_processor``, makes install
+    refuse, naming the class and the era; nothing is patched."""
+    registry = upstream.registry
+    base = registry.BaseMultimodalInputProcessor
+    wrapper = type("Qwen3_5InputProcessorBase", (base,), {
+        "__module__": "tensorrt_llm._torch.models.modeling_qwen3_5",
+        "get_prompt_token_ids": lambda self, inputs, mm_handles: None})
+    model_cls = type("Qwen3_5VLModel", (), {"__module__": "tensorrt_llm._torch.models.modeling_qwen3_5"})
+    meta = registry.MultimodalPlaceholderMetadata(placeholder_map={"image": "<|image_pad|>"})
+    registry.register_input_processor(wrapper, model_type="qwen3_5_era_probe", placeholder_metadata=meta)(model_cls)
+    table = registry.INPUT_PROCESSOR_REGISTRY._input_processors_cls_by_model_type
+    try:
+        with pytest.raises(EngineNotSupportedError, match="Qwen3_5InputProcessorBase.*get_prompt_token_ids"):
+            glue.install()
+        assert not glue.is_installed()
+    finally:
+        del table[model_cls]
+        registry.MULTIMODAL_PLACEHOLDER_REGISTRY._multimodal_placeholder_by_model_type.pop("qwen3_5_era_probe", None)
+
+
+def test_upstreams_own_carrier_producer_without_its_consumer(upstream, model, glue, monkeypatch):
+    """The newer mm_encoder.py builds ``DisaggregatedParams(multimodal_layout=...)`` from the encoder's expanded
+    ids (``MultimodalEncoder.build_prefill_disaggregated_params``). In a tree whose params class has no such
+    field, install stays (upstream cannot carry the layout), and upstream's own producer fails on this tree's
+    ``DisaggPrefillMultimodalInputs`` (no ``encoder_token_lengths``): producer read, consumer not. Given a
+    params class with the field, install stands down."""
+    build = getattr(upstream.mm_encoder.MultimodalEncoder, "build_prefill_disaggregated_params", None)
+    if build is None:
+        pytest.skip("not applicable: this tree's mm_encoder.py has no build_prefill_disaggregated_params")
+    report = glue.install()
+    assert report["installed"] and not report["standing_down"]
+    assert "multimodal_layout" not in report["upstream_carriers"]
+    enc = flows.encoder(upstream, model.processor, model.config)
+    pre = enc.preprocess(flows.video_inputs())  # upstream's own preprocess: the encoder's expanded ids
+    with pytest.raises(TypeError, match="encoder_token_lengths|multimodal_layout"):
+        build(pre)
+    glue.uninstall()
+    monkeypatch.setattr(upstream.llm, "DisaggregatedParams", _params_with(upstream, "multimodal_layout"))
+    report = glue.install()
+    assert report["standing_down"] and report["upstream_fix_fields"] == ["multimodal_layout"]

@@ -36,8 +36,8 @@ def _layout(model, ids, **clip_kw):
     from mm_handoff import get_adapter
 
     feature = model.processor._preprocess(flows.PROMPT, flows.video_inputs(**clip_kw)["multi_modal_data"], {})
-    return get_adapter("qwen3_vl").derive_layout(ids, video_grid_thw=feature["video_grid_thw"].tolist(),
-                                                  mrope=False)
+    adapter = get_adapter(model.config, tokenizer=model.processor.tokenizer, config=model.config)
+    return adapter.derive_layout(ids, video_grid_thw=feature["video_grid_thw"].tolist(), mrope=False)
 
 
 def _encode(upstream, model, **clip_kw):
@@ -58,9 +58,9 @@ def test_20138_on_upstream_code_and_the_validator_rejects_the_stock_handoff(upst
         validate(layout, prompt_token_ids=stock, mrope_position_ids=(3, 1, len(aggregated)))
 
 
-@pytest.mark.parametrize("family", sorted(flows.FAMILIES))
 def test_pd_side_with_install_uses_the_encoder_layout(upstream, models, glue, family):
-    """Each family upstream registers a processor for (the model modules read into the tree)."""
+    """Each Qwen3-VL-layout family the tree registers (``family`` is discovered from its model files):
+    encoder -> PD on upstream code gives the aggregated prompt and layout."""
     upstream.tree.require(*PROCESSOR_MODULES, *LLM_MODULES)
     model = models(family)
     glue.install(policy="raise")
@@ -76,3 +76,33 @@ def test_pd_side_with_install_uses_the_encoder_layout(upstream, models, glue, fa
                                                                           for item in layout.items]
     pads = int(np.isin(np.asarray(ids), [model.config.image_token_id, model.config.video_token_id]).sum())
     assert sum(mm_params.multimodal_data["multimodal_embedding_lengths"]) == pads
+
+
+def test_stock_pd_side_per_family_is_20138_or_an_upstream_failure(upstream, models, glue, family):
+    """Without mm-handoff, per family on upstream code: the PD prompt is the short single-run one (#20138),
+    or upstream's own prefill method fails for a family whose HF vision config has no deepstack indexes
+    (Qwen3.5: ``build_disagg_prefill_multimodal_inputs`` reads ``vision_config.deepstack_visual_indexes``)."""
+    model = models(family)
+    _, out = _encode(upstream, model, fps=2.0)
+    pd = flows.pd_llm(upstream, model.processor, model.config)
+    if getattr(model.config.vision_config, "deepstack_visual_indexes", None) is None:
+        with pytest.raises(AttributeError, match="deepstack_visual_indexes") as info:
+            pd._preprocess({"prompt": flows.PROMPT}, None, flows.pd_params(upstream, out))
+        assert any(str(entry.path).endswith("modeling_qwen3vl.py") for entry in info.traceback)
+    else:
+        stock = pd._preprocess({"prompt": flows.PROMPT}, None, flows.pd_params(upstream, out))[0]
+        assert len(stock) < len(out.prompt_token_ids)
+
+
+def test_every_registered_family_has_an_adapter_and_a_case(upstream):
+    """The families this tree registers (its model files, read by AST) are the ones the live registry holds
+    after import, and each resolves to an mm-handoff adapter (a family without one fails here)."""
+    from upstream.families import registered_family
+
+    from mm_handoff import get_adapter
+
+    assert upstream.families, "no Qwen3-VL-layout family registered in this tree"
+    for name, registration in upstream.families.items():
+        _, processor_cls = registered_family(upstream.registry, registration)
+        assert get_adapter(name) is not None
+        assert getattr(processor_cls, "support_mm_disagg", False), registration

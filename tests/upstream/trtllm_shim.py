@@ -33,13 +33,14 @@ EXTRA_ENV = "MM_HANDOFF_TRTLLM_REAL_EXTRA"
 #: ``MM_HANDOFF_TRTLLM_REAL_EXTRA`` (comma-separated fnmatch patterns) adds to it.
 REAL_MODULES = (
     "tensorrt_llm.inputs", "tensorrt_llm.inputs.registry", "tensorrt_llm.inputs.multimodal",
-    "tensorrt_llm.inputs.data", "tensorrt_llm.inputs.content_format",
+    "tensorrt_llm.inputs.data", "tensorrt_llm.inputs.content_format", "tensorrt_llm.inputs.multimodal_data",
     "tensorrt_llm._torch.models.modeling_qwen2vl", "tensorrt_llm._torch.models.modeling_qwen3vl",
     "tensorrt_llm._torch.models.modeling_qwen3vl_moe", "tensorrt_llm._torch.models.modeling_qwen3_5",
     "tensorrt_llm._torch.models.modeling_cosmos3", "tensorrt_llm._torch.models.modeling_cosmos3_omni",
     "tensorrt_llm.llmapi.llm", "tensorrt_llm.llmapi.mm_encoder",
     "tensorrt_llm.disaggregated_params", "tensorrt_llm.executor.params.disaggregation",
     "tensorrt_llm._torch.shared_tensor", "tensorrt_llm._torch.shared_tensor.shared_tensor",
+    "tensorrt_llm.executor.base_worker", "tensorrt_llm._torch.pyexecutor.model_engine",
 )
 #: the release of upstream issue #20138, whose hook-point code the newest stored files match
 DEFAULT_VERSION = "1.3.0rc25"
@@ -65,6 +66,8 @@ class _StubMeta(type):
 
     def __call__(cls, *args, **kwargs):
         if cls.__dict__.get("_mm_stub_pure") and len(args) == 1 and not kwargs and _decoratable(args[0]):
+            if getattr(args[0], "__name__", "") == "<lambda>":  # a decorator factory fed a lambda
+                return lambda decorated: decorated
             return args[0]
         return super().__call__(*args, **kwargs)
 
