@@ -25,21 +25,25 @@ import logging
 import attrs
 import numpy as np
 
-from ..accept import accept_layout, call_adapter
-from ..checks import check_mrope_slice, shape_of
-from ..errors import AdapterNotFoundError, EmbeddingCountError, HandoffError
+from ..checks import (
+    accept_layout,
+    adapter_value,
+    call_adapter,
+    check_mrope_slice,
+    check_prompt_pads,
+    embedding_rows_of,
+)
+from ..errors import AdapterNotFoundError, HandoffError
 from ..policy import Decision, Policy, decide
 from ._carrier import (
     GRIDS_KEY,
     LAYOUT_KEY,
     VIDEO_METADATA_KEY,
     adapter_for,
-    adapter_value,
     carried,
     disagg_prefill_inputs,
     embedding_handles,
     find_multimodal_params,
-    handle_rows,
     mrope_ids_of,
     own_prompt,
     request_label,
@@ -100,25 +104,20 @@ def check_admission(processor, result, disaggregated_params, state: _Admission, 
         return
     if handles is None and len(prompt_ids) <= 1:
         return  # encoder-decoder placeholder prompt ([0]); nothing to compare
-    mrope_shape = None if mrope is None else shape_of(mrope, request_id=request_id)
     layout, adapter = state.layout, state.adapter
     if layout is None and handles is not None and LAYOUT_KEY in carried(handles):
         layout, adapter = carried(handles)[LAYOUT_KEY], _known_adapter(processor, request_id)
     if layout is not None and adapter is not None:
-        accept_layout(layout, adapter, embeddings=handles, prompt_token_ids=prompt_ids,
-                      mrope_position_ids=mrope_shape, request_id=request_id)
+        accept_layout(layout, adapter, embeddings=handles, prompt_token_ids=prompt_ids, mrope_position_ids=mrope,
+                      request_id=request_id)
         return
-    if mrope_shape is not None:
-        check_mrope_slice(mrope_shape, len(prompt_ids), request_id=request_id)
+    if mrope is not None:  # no layout: what the engine is about to use, checked without one
+        check_mrope_slice(mrope, len(prompt_ids), request_id=request_id)
     adapter = _known_adapter(processor, request_id) if handles is not None else None
     if adapter is not None:
-        spec = adapter_value(adapter, "spec", request_id=request_id)
-        found = int(np.count_nonzero(np.isin(np.asarray(prompt_ids), [spec.image_pad, spec.video_pad])))
-        rows = sum(handle_rows(handles, request_id=request_id))
-        if found != rows:
-            raise EmbeddingCountError("prompt_token_ids (image/video pads)",
-                                      f"{rows} (rows of the encoder's embedding handles)", found,
-                                      request_id=request_id)
+        rows = embedding_rows_of(handles, field="multimodal_embedding_handles", request_id=request_id)
+        check_prompt_pads(prompt_ids, adapter_value(adapter, "spec", request_id=request_id), sum(rows),
+                          request_id=request_id)
 
 
 def _known_adapter(processor, request_id):
@@ -204,8 +203,8 @@ def _rebuild(processor, adapter, inputs, mm_handles, found):
     if prompt is None:
         raise HandoffError("inputs['prompt']", "the text prompt (to rebuild the layout from)", None)
     convention = grids.get("convention")
-    if convention is not None and convention != adapter_value(adapter, "convention"):
-        adapter = adapter_for(processor, convention=convention)  # the encoder's processor convention
+    if convention is not None:  # the encoder's processor convention (cached per convention)
+        adapter = adapter_for(processor, convention=convention)
     layout = call_adapter(adapter, "rebuild_layout", prompt, image_grid_thw=grids.get("image_grid_thw"),
                           video_grid_thw=grids.get("video_grid_thw"), video_metadata=found.get(VIDEO_METADATA_KEY),
                           mrope=False)
@@ -220,7 +219,7 @@ def _has_video(result, adapter) -> bool:
     if ids is None and isinstance(result, tuple) and result:
         ids = result[0]
     try:
-        video_pad = adapter_value(adapter, "spec").video_pad
-    except (HandoffError, AttributeError):
+        video_pad = adapter.spec.video_pad
+    except Exception:  # an adapter that cannot say: treat it as video, so the policy decides
         return True
     return ids is not None and video_pad in np.asarray(ids)

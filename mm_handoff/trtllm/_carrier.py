@@ -26,8 +26,6 @@ import dataclasses
 
 import numpy as np
 
-from ..accept import adapter_value, embedding_shapes_of
-from ..errors import HandoffError
 from ..registry import REGISTRY, build_adapter, cached_adapter
 
 __all__ = [
@@ -37,11 +35,9 @@ __all__ = [
     "CARRIED_KEYS",
     "embedding_handles",
     "carried",
-    "handle_rows",
     "own_prompt",
     "request_label",
     "adapter_for",
-    "adapter_value",
     "find_multimodal_params",
     "mrope_ids_of",
     "disagg_prefill_inputs",
@@ -68,16 +64,6 @@ def carried(mm_handles, inputs=None) -> dict:
         elif isinstance(inputs, dict) and inputs.get(key) is not None:
             found[key] = inputs[key]
     return found
-
-
-def handle_rows(mm_handles, *, request_id=None) -> list:
-    """Rows per embedding handle (``tensor_size[0]``), in item order; shapes only, nothing rebuilt."""
-    shapes = embedding_shapes_of(mm_handles, field="multimodal_embedding_handles", request_id=request_id)
-    for i, shape in enumerate(shapes):
-        if not shape:
-            raise HandoffError(f"multimodal_embedding_handles[{i}].tensor_size", "[rows, width]", list(shape),
-                               request_id=request_id)
-    return [shape[0] for shape in shapes]
 
 
 def request_label(disaggregated_params=None, fallback=None):

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..accept import call_adapter
+from ..checks import adapter_value, call_adapter
 from ..errors import AdapterNotFoundError, HandoffError
 from ..policy import Decision, Policy, decide
 from ._carrier import (
@@ -37,7 +37,6 @@ from ._carrier import (
     LAYOUT_KEY,
     VIDEO_METADATA_KEY,
     adapter_for,
-    adapter_value,
     embedding_handles,
     find_multimodal_params,
     own_prompt,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from ..checks import check_mrope_slice, shape_of
+from ..checks import check_mrope_slice
 from ..errors import HandoffError
 from ..policy import Policy, decide
 from ._carrier import mrope_ids_of
@@ -50,7 +50,7 @@ def check_ingress(request) -> None:
     if mrope is None or prompt is None:
         return
     request_id = getattr(request, "id", None)
-    check_mrope_slice(shape_of(mrope, request_id=request_id), len(prompt), request_id=request_id)
+    check_mrope_slice(mrope, len(prompt), request_id=request_id)
 
 
 def check_context_slices(scheduled_requests) -> None:
@@ -67,5 +67,4 @@ def check_context_slices(scheduled_requests) -> None:
         chunk = getattr(request, "context_chunk_size", None)
         end = prompt_len if chunk is None else min(begin + int(chunk), prompt_len)
         request_id = getattr(request, "py_request_id", None)
-        check_mrope_slice(shape_of(mrope, request_id=request_id), prompt_len, begin=begin, end=end,
-                          request_id=request_id)
+        check_mrope_slice(mrope, prompt_len, begin=begin, end=end, request_id=request_id)
