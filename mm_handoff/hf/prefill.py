@@ -3,7 +3,7 @@
 :func:`prefill_decode` runs in one of three modes:
 
 ``"epd"``
-    the carried wire form goes through :func:`mm_handoff.accept.accept_layout` with this side's
+    the carried wire form goes through :func:`mm_handoff.checks.accept_layout` with this side's
     adapter (decode, skew, grid, rows per item and row width, this request's own prompt); mRoPE is
     recomputed with the adapter and must give the carried delta; the rows are placed at the layout's
     pad runs and the prompt is prefilled.

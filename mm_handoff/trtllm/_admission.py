@@ -6,14 +6,17 @@ that carries embedding handles. Stock TensorRT-LLM re-tokenizes the text prompt 
 each placeholder into one pad run (no timestamps, no per-group markers).
 
 :func:`prefill_wrapper` answers from the encoder's layout when the handles carry it, accepted through
-:func:`mm_handoff.accept.accept_layout` (decode, skew, grids, handles vs layout, this request's own
-prompt). Otherwise the policy decides: ``rebuild`` rebuilds the exact ids from the prompt + the carried
-grids and video metadata; ``raise`` raises a typed error naming the field; ``fallback`` keeps the stock
-result with a warning. A request without video keeps the stock result when nothing is carried: for
-images the stock ids equal the aggregated ones.
+:func:`mm_handoff.checks.accept_layout` (decode, skew, grids, handles vs layout, this request's own
+prompt), in place of the engine's method (which would rebuild the very prompt the layout replaces).
+Otherwise the policy decides (:func:`mm_handoff.policy.decide`): ``rebuild`` rebuilds the exact ids from
+the prompt + the carried grids and video metadata (:attr:`~mm_handoff.policy.Decision.REBUILD`);
+``raise`` raises a typed error naming the field; ``fallback`` keeps the stock result with a warning
+(:attr:`~mm_handoff.policy.Decision.PASS_THROUGH`). A request without video keeps the stock result when
+nothing is carried: for images the stock ids equal the aggregated ones.
 
-:func:`admission_wrapper` then checks what ``_preprocess`` produced (mRoPE length, pads vs embedding
-rows, the layout used vs the prompt used). The two share one :class:`_Admission` per request through a
+:func:`admission_wrapper` then checks what ``_preprocess`` produced, through the same room: the layout
+used (else the carried one) accepted against the prompt used, the handles and the mRoPE ids; without a
+layout, the mRoPE length and the pads vs the handles' rows. The two share one :class:`_Admission` per request through a
 :class:`contextvars.ContextVar` of this module: the prefill method cannot see the request.
 """
 

@@ -4,7 +4,7 @@
 (``tensorrt_llm/llmapi/llm.py``), so this path needs no patch on the PD side: the prompt is the
 encoder's expanded ids and the layout is the aggregated path's. Because ``_preprocess`` is skipped,
 the carried layout is accepted here, through the same step the prefill point uses
-(:func:`mm_handoff.accept.accept_layout`).
+(:func:`mm_handoff.checks.accept_layout`).
 """
 
 from __future__ import annotations

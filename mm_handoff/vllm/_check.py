@@ -4,7 +4,7 @@ vLLM's ``RequestOutput.prompt_token_ids`` are the ids after its own expansion. T
 encoder's layout token for token; any difference (a prompt that was already expanded, a processor
 convention that differs between versions, wrong timestamps) raises a
 :class:`~mm_handoff.errors.TokenMismatchError` naming the first differing index, after the shared
-accept step (:func:`mm_handoff.accept.accept_layout`: skew, grids, and the embedding rows per item when
+accept step (:func:`mm_handoff.checks.accept_layout`: skew, grids, and the embedding rows per item when
 the embeddings are passed).
 
 :func:`check_raw_prompt` needs no layout: an embeds request's prompt must hold one placeholder per
