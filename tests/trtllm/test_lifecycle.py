@@ -180,6 +180,30 @@ def test_older_release_get_prompt_token_ids_is_refused(engine):
     assert not glue.is_installed()
 
 
+def test_a_registered_qwen3_5_wrapper_of_the_get_prompt_token_ids_era_is_refused(engine):
+    """A registered family processor with get_prompt_token_ids and no prefill hook (the older Qwen3.5
+    wrapper ``Qwen3_5InputProcessorBase``): install refuses naming the class and the era; nothing patched."""
+    from tensorrt_llm.inputs import registry
+
+    wrapper = type("Qwen3_5InputProcessorBase", (registry.BaseMultimodalInputProcessor,), {
+        "__module__": "tensorrt_llm._torch.models.modeling_qwen3_5",
+        "get_prompt_token_ids": lambda self, inputs, mm_handles: None})
+    model_cls = type("Qwen3_5Model", (), {})
+    table = registry.INPUT_PROCESSOR_REGISTRY._input_processors_cls_by_model_type
+    table[model_cls] = wrapper
+    targets = _targets()
+    before = _raw(targets)
+    try:
+        with pytest.raises(EngineNotSupportedError, match="Qwen3_5InputProcessorBase has no "
+                                                          "build_disagg_prefill_multimodal_inputs but get_prompt_token_ids"):
+            glue.install()
+        assert not glue.is_installed() and _raw(targets) == before
+        del table[model_cls]
+        assert glue.install()["installed"]  # without it, install goes ahead
+    finally:
+        table.pop(model_cls, None)
+
+
 def test_unsupported_version_refuses(engine):
     """A release outside the supported range is refused with the range in the message."""
     import tensorrt_llm
