@@ -194,8 +194,8 @@ def test_a_registered_qwen3_5_wrapper_of_the_get_prompt_token_ids_era_is_refused
     targets = _targets()
     before = _raw(targets)
     try:
-        with pytest.raises(EngineNotSupportedError, match="Qwen3_5InputProcessorBase has no "
-                                                          "build_disagg_prefill_multimodal_inputs but get_prompt_token_ids"):
+        with pytest.raises(EngineNotSupportedError, match="Qwen3_5InputProcessorBase has no build_disagg_prefill_"
+                                                          "multimodal_inputs but get_prompt_token_ids"):
             glue.install()
         assert not glue.is_installed() and _raw(targets) == before
         del table[model_cls]
