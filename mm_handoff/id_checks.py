@@ -2,8 +2,8 @@
 
 Two id sequences equal (the first difference named, with the tokens around it), one placeholder per
 item before an engine expands a prompt, and a prompt's pads vs the encoder's rows. The accept step
-compares a request's own prompt through them; the adapters, the vLLM glue and the TensorRT-LLM
-admission use them directly. Each failure is a typed :class:`~mm_handoff.errors.HandoffError`.
+compares a request's own prompt through them, and the room re-exports them: the engine glue calls
+them as ``mm_handoff.checks`` names. Each failure is a typed :class:`~mm_handoff.errors.HandoffError`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ __all__ = ["first_difference", "check_token_ids", "check_placeholders", "check_p
 
 #: the likely cause when the prefill side has fewer ids (or runs) than the encoder
 STOCK_HINT = ("the prefill side likely rebuilt the prompt from text (one pad run per item, no timestamps); "
-               "ship the encoder's layout or rebuild it with the family adapter")
+              "ship the encoder's layout or rebuild it with the family adapter")
 
 
 def first_difference(expected_ids, actual_ids, *, field: str = "token_ids") -> int | None:
