@@ -4,8 +4,8 @@
 
 ``"epd"``
     the carried wire form goes through :func:`mm_handoff.checks.accept_layout` with this side's
-    adapter (decode, skew, grid, rows per item and row width, this request's own prompt); mRoPE is
-    recomputed with the adapter and must give the carried delta; the rows are placed at the layout's
+    adapter (decode, skew, grid, the carried mRoPE delta, rows per item and row width, this request's own
+    prompt); mRoPE is recomputed with the adapter; the rows are placed at the layout's
     pad runs and the prompt is prefilled.
 ``"epd-rebuild"``
     no carried layout: the expanded ids are rebuilt from the raw prompt + grids + video metadata with
@@ -181,10 +181,7 @@ def _epd_inputs(adapter, wire, embeddings, deepstack, item_rows, raw_prompt_ids,
                            prompt_token_ids=raw_prompt_ids, request_id=request_id)
     positions, delta = call_adapter(adapter, "mrope_positions", layout.token_ids,
                                     image_grid_thw=_grids(layout, "image"), video_grid_thw=_grids(layout, "video"),
-                                    request_id=request_id)
-    if layout.mrope_position_delta is not None and int(layout.mrope_position_delta) != int(delta):
-        raise MropeLengthError("mrope_position_delta", layout.mrope_position_delta, delta,
-                               request_id=request_id, hint="recomputed delta differs from the encoder's")
+                                    request_id=request_id)  # a carried delta was checked against it above
     return _Inputs(layout.token_ids, layout, positions, int(delta), True)
 
 
