@@ -8,8 +8,7 @@ Everything else stays importable from its module (``mm_handoff.errors``, ``mm_ha
 ``mm_handoff.spec``, ...); this namespace holds what a user calls.
 """
 
-from .accept import accept_layout
-from .checks import check_mrope_slice, check_skew, validate
+from .checks import accept_layout, check_mrope_slice, check_skew, validate
 from .errors import (
     AdapterError,
     AdapterNotFoundError,

@@ -14,6 +14,20 @@ Rules (worked out on a toy Base/Sub hierarchy; ``tests/trtllm/test_lifecycle.py`
   it touches any attribute, so calls in flight on other threads pass straight through;
 * if the attribute is no longer the exact wrapper the ledger holds, someone wrapped on top: the
   ledger warns and leaves both layers in place (ours stays switched off).
+
+What a hook (the four-argument wrapper body, :data:`Hook`) may do, and nothing else:
+
+* check before and after calling ``wrapped(*args, **kwargs)``, raising a typed
+  :class:`~mm_handoff.errors.HandoffError` (or going on, as the policy decides);
+* call ``wrapped`` with mm-handoff's own keys taken out of the arguments (the vLLM check removes the
+  carried layout from ``mm_processor_kwargs``), never with the engine's own values changed;
+* answer in place of ``wrapped`` with a value of the type the engine expects, built from the
+  carried layout (the TensorRT-LLM prefill point does, when the layout was accepted: the engine's
+  method would rebuild the very prompt the layout replaces);
+* let the engine's own exceptions through untouched.
+
+The lifecycle around the ledger (lock, version gate, install / uninstall) is
+:class:`mm_handoff.instrumentor.Instrumentor`.
 """
 
 from __future__ import annotations
@@ -27,12 +41,10 @@ from typing import Any
 
 __all__ = ["Switch", "PatchRecord", "Ledger", "find_owner", "target_key", "WRAPPER_MARK"]
 
-log = logging.getLogger("mm_handoff.trtllm")
-
 #: attribute set on every wrapper function: the ledger key it was installed under
 WRAPPER_MARK = "__mm_handoff_target__"
 
-#: (wrapped_bound_method, instance, args, kwargs) -> result; must end by calling wrapped(...)
+#: (wrapped_bound_method, instance, args, kwargs) -> result; what it may do: see the module doc
 Hook = Callable[[Callable, Any, tuple, dict], Any]
 
 
@@ -96,7 +108,8 @@ def make_wrapper(original: Callable, hook: Hook, switch: Switch, key: str) -> Ca
 class Ledger:
     """Process-wide record of installed wrappers; callers hold the installer's lock."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, log: logging.Logger | None = None) -> None:
+        self._log = log or logging.getLogger("mm_handoff")
         self._active: dict[str, PatchRecord] = {}
         self._first_originals: dict[str, tuple[type, Any]] = {}
         self._left_in_place: dict[str, PatchRecord] = {}
@@ -155,7 +168,7 @@ class Ledger:
         record.switch.on = False
         if not self.is_current(record):
             current = vars(record.target).get(record.attr)
-            log.warning(
+            self._log.warning(
                 "mm-handoff: %s was wrapped again after install (now %r); leaving both wrappers in "
                 "place, mm-handoff's switched off", key, current)
             self._left_in_place[key] = record

@@ -1,33 +1,65 @@
-"""The shared validator: the single source of every handoff check point.
+"""The checking room: the one accept step on a carried layout, and every check it is made of.
 
-Pure functions. The TensorRT-LLM glue, the HF reference engine, the CLI and the tests all call
-these, so a rule changes in one place. Each failure is a typed :class:`HandoffError` naming the
-request, the field, the expected and the actual value, plus the likely cause.
+The prefill side receives the encoder's layout (its wire form, or an already decoded
+:class:`~mm_handoff.layout.HandoffLayout`) with the embeddings, and must not run it unless every
+part agrees with what this side holds. :func:`accept_layout` is that step, in one order, for every
+engine (the TensorRT-LLM glue, ``prefill_request``, the HF reference engine, the vLLM glue);
+:func:`validate` is the same step on an already decoded layout, with or without this side's adapter:
+
+1. decode the wire form (bounded by :class:`~mm_handoff.limits.Limits`, checksummed before any
+   layout object is built, re-validated: a layout's timestamps, spans and groups follow from its ids);
+2. mRoPE ids (or their shape) about to be sliced cover the prompt exactly (the silent slice of
+   TensorRT-LLM #20138);
+3. skew: family, the whole token spec (field by field), tokenizer digest and processor convention
+   against this side's adapter, so the layout is read with this side's ids and sizes only;
+4. grids: the runs follow the grids; the carried mRoPE delta is the one the adapter computes from
+   the ids and grids; this request's own grids, when the engine has them, equal the layout's;
+5. embeddings: one per item, rows per item == pads per item, row width == the adapter's
+   ``hidden * (1 + deepstack levels)`` where it is known (or the rows alone: a total or per item);
+6. the fingerprint, when one is given;
+7. this request's own prompt: the expanded ids equal the layout's, or an un-expanded prompt,
+   re-expanded with the layout's items, gives exactly the layout's ids (handoffs mixed up between
+   requests, or a prompt edited on the way, fail loudly).
+
+Without an adapter (``validate(layout)``) steps 3 and 4's delta are skipped and a prompt must be the
+expanded ids. What an engine checks without a layout is here too: the mRoPE slice
+(:func:`check_mrope_slice`), and, from the room's floor of checks on ids alone
+(:mod:`mm_handoff.id_checks`), :func:`check_prompt_pads` (a prompt's pads vs the encoder's rows) and
+:func:`check_placeholders` (one placeholder per item before an engine expands them). The engine glue
+calls into this room and adds only what is its own.
+
+Pure functions. Each failure is a typed :class:`HandoffError` naming the request, the field, the
+expected and the actual value, plus the likely cause. An adapter that fails in another way (a
+third-party adapter raising ``TypeError``, say) is wrapped in an :class:`AdapterError`, so a serving
+policy that handles ``HandoffError`` sees every failure.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .errors import (
+    AdapterError,
     EmbeddingCountError,
     FingerprintMismatchError,
     GridMismatchError,
+    HandoffError,
     MropeLengthError,
     SkewError,
-    TokenMismatchError,
 )
-from .items import VIDEO
+from .id_checks import STOCK_HINT, check_placeholders, check_prompt_pads, check_token_ids, first_difference
+from .items import IMAGE, VIDEO
 from .layout import HandoffLayout, readonly_ids
-from .spec import TokenSpec
+from .spec import TokenSpec, normalize_grids
 
-__all__ = ["validate", "check_mrope_slice", "shape_of", "check_grid", "check_embedding_rows", "check_token_ids",
-           "first_difference", "check_skew"]
-
-_STOCK_HINT = ("the prefill side likely rebuilt the prompt from text (one pad run per item, no timestamps); "
-               "ship the encoder's layout or rebuild it with the family adapter")
+__all__ = ["accept_layout", "validate", "check_mrope_slice", "check_skew", "check_grid", "check_embedding_rows",
+           "check_token_ids", "check_prompt_pads", "check_placeholders", "first_difference", "shape_of",
+           "embedding_shapes_of", "embedding_rows_of", "call_adapter", "adapter_value"]
 
 
+# ----------------------------------------------------------------------- reading untrusted values
 #: the largest count (a length, an index, a row count) any check reads: far beyond any prompt
 _MAX_COUNT = 2**62
 
@@ -73,6 +105,50 @@ def shape_of(value, *, field: str = "mrope_position_ids.shape", request_id=None)
     return tuple(counts)
 
 
+def embedding_shapes_of(embeddings, *, field: str = "embeddings", request_id=None) -> list:
+    """Per-item shapes (as int tuples) of tensors, arrays, shape tuples or handle dicts."""
+    if not isinstance(embeddings, (list, tuple)):
+        raise HandoffError(field, "a list with one embedding (or handle) per image/video",
+                           type(embeddings).__name__, request_id=request_id)
+    return [shape_of(e, field=f"{field}[{i}].shape", request_id=request_id) for i, e in enumerate(embeddings)]
+
+
+def embedding_rows_of(embeddings, *, field: str = "embeddings", request_id=None) -> list:
+    """Rows per item (``shape[0]``, or a handle's ``tensor_size[0]``), in item order; shapes only."""
+    shapes = embedding_shapes_of(embeddings, field=field, request_id=request_id)
+    for i, shape in enumerate(shapes):
+        if not shape:
+            raise EmbeddingCountError(f"{field}[{i}].shape", "[rows, width]", list(shape), request_id=request_id)
+    return [shape[0] for shape in shapes]
+
+
+def call_adapter(adapter, method: str, *args, request_id=None, **kwargs):
+    """``adapter.method(*args, **kwargs)``; a failure that is not a HandoffError becomes an AdapterError."""
+    try:
+        return getattr(adapter, method)(*args, **kwargs)
+    except HandoffError as exc:
+        exc.with_request(request_id)
+        raise
+    except Exception as exc:  # a third-party adapter's bug must reach the policy as a typed error
+        raise AdapterError(f"adapter.{method}", f"{method}() of {adapter!r} to succeed",
+                           f"{type(exc).__name__}: {exc}", request_id=request_id,
+                           hint="the family adapter failed; see the chained exception") from exc
+
+
+def adapter_value(adapter, name: str, *, request_id=None):
+    """``adapter.<name>`` (an attribute or property); an untyped failure becomes an AdapterError."""
+    try:
+        return getattr(adapter, name)
+    except HandoffError as exc:
+        exc.with_request(request_id)
+        raise
+    except Exception as exc:  # a third-party adapter's bug reaches the policy as a typed error
+        raise AdapterError(f"adapter.{name}", f"{name} of {adapter!r}", f"{type(exc).__name__}: {exc}",
+                           request_id=request_id) from exc
+
+
+
+# ------------------------------------------------------------------------------------ the checks
 def check_mrope_slice(mrope_position_ids_or_shape, prompt_len: int, *, begin: int = 0,
                       end: int | None = None, request_id=None) -> int:
     """Check that mRoPE ids cover the prompt exactly before ``[:, :, begin:end]`` is taken.
@@ -91,7 +167,7 @@ def check_mrope_slice(mrope_position_ids_or_shape, prompt_len: int, *, begin: in
     if length != prompt_len:
         raise MropeLengthError("mrope_position_ids.shape[-1]", f"prompt length {prompt_len}", length,
                                request_id=request_id,
-                               hint=(_STOCK_HINT if length > prompt_len else
+                               hint=(STOCK_HINT if length > prompt_len else
                                      "the mRoPE ids were computed for a shorter prompt"))
     stop = prompt_len if end is None else end
     if not (0 <= begin <= stop <= length):
@@ -109,7 +185,7 @@ def check_grid(layout: HandoffLayout, *, request_id=None) -> None:
         if item.modality == VIDEO:
             if runs != t:
                 raise GridMismatchError(f"items[{i}].runs", f"{t} runs for grid {item.grid_thw}", runs,
-                                        request_id=request_id, hint=_STOCK_HINT)
+                                        request_id=request_id, hint=STOCK_HINT)
             per_group = h * w // m2
             wrong = np.flatnonzero(item.run_lengths != per_group)
             if wrong.size:  # name the first group that does not follow the grid
@@ -137,61 +213,6 @@ def check_embedding_rows(layout: HandoffLayout, embedding_rows, *, request_id=No
     expected = layout.multimodal_embedding_lengths
     if rows != expected:
         raise EmbeddingCountError("embedding_rows", f"{expected} (pads per item)", rows, request_id=request_id)
-
-
-def first_difference(expected_ids, actual_ids, *, field: str = "token_ids") -> int | None:
-    """The first index where two id sequences differ (the shorter length if one is a prefix); None if equal."""
-    a = readonly_ids(expected_ids, field)
-    b = readonly_ids(actual_ids, field)
-    if a.shape == b.shape and np.array_equal(a, b):
-        return None
-    n = min(a.shape[0], b.shape[0])
-    diff = np.flatnonzero(a[:n] != b[:n])
-    return int(diff[0]) if diff.size else n
-
-
-def check_token_ids(expected_ids, actual_ids, *, request_id=None, field: str = "prompt_token_ids",
-                    context: int = 3) -> None:
-    """Token ids equal; otherwise name the first differing index and the tokens around it."""
-    a = readonly_ids(expected_ids, field)
-    b = readonly_ids(actual_ids, field)
-    index = first_difference(a, b, field=field)
-    if index is None:
-        return
-    lo = max(0, index - context)
-    raise TokenMismatchError(f"{field} (length)" if a.shape != b.shape else field,
-                             f"{a.shape[0]} ids", f"{b.shape[0]} ids", index=index,
-                             expected_context=a[lo:index + context + 1].tolist(),
-                             actual_context=b[lo:index + context + 1].tolist(),
-                             request_id=request_id,
-                             hint=_STOCK_HINT if a.shape[0] > b.shape[0] else None)
-
-
-def validate(layout: HandoffLayout, *, prompt_token_ids=None, mrope_position_ids=None,
-             embedding_rows=None, fingerprint: str | None = None, request_id=None) -> HandoffLayout:
-    """Check a layout against what the prefill side is about to use; return it unchanged.
-
-    Order: mRoPE length (the silent-slice bug), pads vs embedding rows, runs vs grid, fingerprint,
-    token ids. The first failure raises.
-    """
-    if mrope_position_ids is not None:
-        check_mrope_slice(mrope_position_ids, layout.prompt_len, request_id=request_id)
-    if prompt_token_ids is not None:
-        prompt_token_ids = readonly_ids(prompt_token_ids, "prompt_token_ids")
-    if prompt_token_ids is not None and len(prompt_token_ids) != layout.prompt_len and mrope_position_ids is None:
-        if layout.mrope_position_ids is not None:
-            check_mrope_slice(layout.mrope_position_ids, len(prompt_token_ids), request_id=request_id)
-    if embedding_rows is not None:
-        check_embedding_rows(layout, embedding_rows, request_id=request_id)
-    check_grid(layout, request_id=request_id)
-    if fingerprint is not None:
-        actual = layout.fingerprint(include_mrope=False)
-        if fingerprint != actual:
-            raise FingerprintMismatchError("fingerprint", fingerprint, actual, request_id=request_id,
-                                           hint="the prefill layout is not the one the encoder described")
-    if prompt_token_ids is not None:
-        check_token_ids(layout.token_ids, prompt_token_ids, request_id=request_id)
-    return layout
 
 
 def check_skew(layout: HandoffLayout, *, family: str, convention: str, tokenizer_digest: str | None,
@@ -235,3 +256,135 @@ _ALIASES = ({"cosmos3", "cosmos3_omni"},)
 
 def _aliases(a: str, b: str) -> bool:
     return any(a in group and b in group for group in _ALIASES)
+
+
+# ------------------------------------------------------------------------------ the accept step
+def _check_mrope(layout: HandoffLayout, adapter, mrope_position_ids, prompt_token_ids, request_id) -> None:
+    """Step 2. Without an adapter a prompt must be the expanded ids, so the layout's own mRoPE ids are
+    what would be sliced to a prompt of another length."""
+    if mrope_position_ids is not None:
+        check_mrope_slice(mrope_position_ids, layout.prompt_len, request_id=request_id)
+    elif adapter is None and prompt_token_ids is not None and layout.mrope_position_ids is not None:
+        ids = readonly_ids(prompt_token_ids, "prompt_token_ids")
+        if ids.shape[0] != layout.prompt_len:
+            check_mrope_slice(layout.mrope_position_ids, int(ids.shape[0]), request_id=request_id)
+
+
+def _check_side(layout: HandoffLayout, adapter, request_id) -> None:
+    """Step 3: the layout is read with this side's family, spec, tokenizer and convention."""
+    check_skew(layout, family=adapter_value(adapter, "family", request_id=request_id),
+               convention=adapter_value(adapter, "convention", request_id=request_id),
+               tokenizer_digest=adapter_value(adapter, "tokenizer_digest", request_id=request_id),
+               spec=adapter_value(adapter, "spec", request_id=request_id), request_id=request_id)
+
+
+def _grids_of(layout: HandoffLayout, modality: str) -> list:
+    return [i.grid_thw for i in layout.items if i.modality == modality]
+
+
+def _check_delta(layout: HandoffLayout, adapter, request_id) -> None:
+    """A carried mRoPE delta is what the adapter computes from the ids and the layout's grids."""
+    if layout.mrope_position_delta is None:
+        return
+    own = call_adapter(adapter, "mrope_delta", layout.token_ids, image_grid_thw=_grids_of(layout, IMAGE),
+                       video_grid_thw=_grids_of(layout, VIDEO), request_id=request_id)
+    if own != layout.mrope_position_delta:
+        raise GridMismatchError("mrope_position_delta", f"{own} (from the ids and the layout's grids)",
+                                layout.mrope_position_delta, request_id=request_id,
+                                hint="the grids or the delta were changed after the encoder computed them")
+
+
+def _check_own_grids(layout: HandoffLayout, image_grid_thw, video_grid_thw, limits, request_id) -> None:
+    """This request's own grids (what the engine holds, when it does) equal the layout's, in order."""
+    for modality, given in ((IMAGE, image_grid_thw), (VIDEO, video_grid_thw)):
+        if given is None:
+            continue
+        field = f"{modality}_grid_thw"
+        own = normalize_grids(given, field, merge_size=layout.spec.merge_size, limits=limits)
+        if own != _grids_of(layout, modality):
+            raise GridMismatchError(field, f"{own} (this request's)", _grids_of(layout, modality),
+                                    request_id=request_id, hint="the carried layout describes other images or videos")
+
+
+def _check_embeddings(layout: HandoffLayout, adapter, embeddings, embedding_shapes, embedding_rows,
+                      request_id) -> None:
+    """Step 5: one embedding per item of ``[rows, width]``, rows per item == pads per item, the adapter's
+    row width; or the rows alone (a total, or one count per item)."""
+    if sum(v is not None for v in (embeddings, embedding_shapes, embedding_rows)) > 1:
+        raise HandoffError("embeddings", "one of embeddings, embedding_shapes or embedding_rows", "several",
+                           request_id=request_id)
+    if embedding_rows is not None:
+        check_embedding_rows(layout, embedding_rows, request_id=request_id)
+    if embeddings is None and embedding_shapes is None:
+        return
+    shapes = embedding_shapes_of(embeddings if embeddings is not None else embedding_shapes,
+                                 field="embeddings" if embeddings is not None else "embedding_shapes",
+                                 request_id=request_id)
+    if len(shapes) != len(layout.items):
+        raise EmbeddingCountError("embeddings", f"{len(layout.items)} (one per image/video)", len(shapes),
+                                  request_id=request_id)
+    for i, shape in enumerate(shapes):
+        if len(shape) != 2:
+            raise EmbeddingCountError(f"embeddings[{i}].shape", "[rows, width]", list(shape), request_id=request_id)
+    check_embedding_rows(layout, [s[0] for s in shapes], request_id=request_id)
+    width = None if adapter is None else adapter_value(adapter, "handle_row_width", request_id=request_id)
+    for i, shape in enumerate(shapes):
+        if width is not None and shape[1] != width:
+            raise EmbeddingCountError(f"embeddings[{i}].shape[1]", f"{width} (hidden size x (1 + deepstack levels))",
+                                      shape[1], request_id=request_id)
+
+
+def _check_own_prompt(layout: HandoffLayout, adapter, prompt_token_ids, request_id) -> None:
+    """Step 7: the expanded ids equal the layout's; an un-expanded prompt re-expands to them exactly."""
+    ids = readonly_ids(prompt_token_ids, "prompt_token_ids")
+    if ids.shape[0] == layout.prompt_len or adapter is None:  # expanded (a P -> D hop passes the encoder's ids)
+        check_token_ids(layout.token_ids, ids, request_id=request_id, field="prompt_token_ids")
+    else:
+        call_adapter(adapter, "check_prompt", layout, ids, request_id=request_id)
+
+
+def validate(layout: HandoffLayout, adapter=None, *, embeddings=None, embedding_shapes=None, embedding_rows=None,
+             prompt_token_ids=None, mrope_position_ids=None, image_grid_thw=None, video_grid_thw=None,
+             fingerprint: str | None = None, limits=None, request_id=None) -> HandoffLayout:
+    """The accept step (see the module doc) on a decoded layout; returns it unchanged, raises on the first
+    failure. ``adapter``: this side's family adapter; without it the checks that need one are skipped.
+
+    ``embeddings`` (tensors, arrays or handle dicts, one per item), ``embedding_shapes`` (``(rows, width)``
+    per item) or ``embedding_rows`` (a total, or per item): at most one. ``prompt_token_ids``: this
+    request's own prompt. ``mrope_position_ids``: the ids (or their shape) about to be sliced.
+    ``image_grid_thw`` / ``video_grid_thw``: this request's own grids, when the engine has them.
+    ``fingerprint``: the encoder's ``layout.fingerprint(include_mrope=False)``.
+    """
+    _check_mrope(layout, adapter, mrope_position_ids, prompt_token_ids, request_id)
+    if adapter is not None:
+        _check_side(layout, adapter, request_id)
+    check_grid(layout, request_id=request_id)
+    if adapter is not None:
+        _check_delta(layout, adapter, request_id)
+    _check_own_grids(layout, image_grid_thw, video_grid_thw, limits, request_id)
+    _check_embeddings(layout, adapter, embeddings, embedding_shapes, embedding_rows, request_id)
+    if fingerprint is not None and fingerprint != layout.fingerprint(include_mrope=False):
+        raise FingerprintMismatchError("fingerprint", fingerprint, layout.fingerprint(include_mrope=False),
+                                       request_id=request_id,
+                                       hint="the prefill layout is not the one the encoder described")
+    if prompt_token_ids is not None:
+        _check_own_prompt(layout, adapter, prompt_token_ids, request_id)
+    return layout
+
+
+def accept_layout(carried: Any, adapter, *, embeddings=None, embedding_shapes=None, embedding_rows=None,
+                  prompt_token_ids=None, mrope_position_ids=None, image_grid_thw=None, video_grid_thw=None,
+                  limits=None, request_id=None) -> HandoffLayout:
+    """The encoder's layout, decoded and checked against this side (see the module doc); raises on any
+    mismatch. ``carried``: a wire payload (dict) or a :class:`HandoffLayout`. ``adapter``: this side's
+    family adapter. ``limits``: the bounds the payload is decoded under (:class:`~mm_handoff.limits.Limits`).
+    The other arguments are :func:`validate`'s.
+    """
+    if isinstance(carried, HandoffLayout):
+        layout = carried
+    else:
+        layout = HandoffLayout.from_wire(carried, limits=limits, request_id=request_id)
+    return validate(layout, adapter, embeddings=embeddings, embedding_shapes=embedding_shapes,
+                    embedding_rows=embedding_rows, prompt_token_ids=prompt_token_ids,
+                    mrope_position_ids=mrope_position_ids, image_grid_thw=image_grid_thw,
+                    video_grid_thw=video_grid_thw, limits=limits, request_id=request_id)

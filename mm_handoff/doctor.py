@@ -9,7 +9,8 @@ from __future__ import annotations
 import sys
 
 from ._version import __version__
-from .trtllm._lifecycle import SUPPORTED_VERSIONS, distribution_version, status, version_supported
+from .instrumentor import distribution_version, supports
+from .trtllm import SUPPORTED_VERSIONS, status
 
 __all__ = ["run_doctor", "doctor_report"]
 
@@ -19,7 +20,7 @@ def doctor_report() -> dict:
     report = status()
     report["mm_handoff"] = __version__
     report["transformers"] = distribution_version("transformers")
-    report["version_ok"] = version_supported(report.get("tensorrt_llm"))
+    report["version_ok"] = supports(report.get("tensorrt_llm"), SUPPORTED_VERSIONS)
     return report
 
 

@@ -3,18 +3,17 @@
 :func:`prefill_decode` runs in one of three modes:
 
 ``"epd"``
-    the carried wire form goes through :func:`mm_handoff.accept.accept_layout` with this side's
-    adapter (decode, skew, grid, rows per item and row width, this request's own prompt); mRoPE is
-    recomputed with the adapter and must give the carried delta; the rows are placed at the layout's
+    the carried wire form goes through :func:`mm_handoff.checks.accept_layout` with this side's
+    adapter (decode, skew, grid, the carried mRoPE delta, rows per item and row width, this request's own
+    prompt); mRoPE is recomputed with the adapter; the rows are placed at the layout's
     pad runs and the prompt is prefilled.
 ``"epd-rebuild"``
     no carried layout: the expanded ids are rebuilt from the raw prompt + grids + video metadata with
-    ``adapter.rebuild_token_ids`` (the fallback path), checked with :func:`mm_handoff.validate`, then
-    as ``"epd"``.
+    ``adapter.rebuild_token_ids`` (the fallback path), checked by the same accept step, then as ``"epd"``.
 ``"epd-stock"``
     TensorRT-LLM's current prefill: ``adapter.stock_token_ids`` (one pad run per item, no timestamps,
     no per-group markers), the encoder's mRoPE ids sliced to the shorter prompt and the encoder's
-    delta. With ``validate=True`` the validator runs first and raises
+    delta. With ``validate=True`` the accept step runs first and raises
     :class:`~mm_handoff.errors.MropeLengthError`; with ``validate=False`` it runs and gives the
     (wrong) outputs.
 
@@ -36,9 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..accept import accept_layout, call_adapter
-from ..checks import check_mrope_slice
-from ..checks import validate as _validate
+from ..checks import accept_layout, call_adapter, check_mrope_slice
 from ..errors import EmbeddingCountError, MropeLengthError
 from ..layout import HandoffLayout
 from .encode import EncoderOutput, handoff, reset_rope_deltas
@@ -69,7 +66,7 @@ class PDResult:
     mrope_position_delta: int | None = None
     #: the layout the prefill used (None for aggregated)
     layout: HandoffLayout | None = None
-    #: True when the layout was checked (accept step or validator) and passed; False when skipped
+    #: True when the layout was checked (the accept step) and passed; False when skipped
     validated: bool = False
     timings: dict = field(default_factory=dict)
 
@@ -184,10 +181,7 @@ def _epd_inputs(adapter, wire, embeddings, deepstack, item_rows, raw_prompt_ids,
                            prompt_token_ids=raw_prompt_ids, request_id=request_id)
     positions, delta = call_adapter(adapter, "mrope_positions", layout.token_ids,
                                     image_grid_thw=_grids(layout, "image"), video_grid_thw=_grids(layout, "video"),
-                                    request_id=request_id)
-    if layout.mrope_position_delta is not None and int(layout.mrope_position_delta) != int(delta):
-        raise MropeLengthError("mrope_position_delta", layout.mrope_position_delta, delta,
-                               request_id=request_id, hint="recomputed delta differs from the encoder's")
+                                    request_id=request_id)  # a carried delta was checked against it above
     return _Inputs(layout.token_ids, layout, positions, int(delta), True)
 
 
@@ -200,7 +194,7 @@ def _rebuild_inputs(adapter, raw_prompt_ids, image_grid_thw, video_grid_thw, vid
                                     video_metadata=video_metadata, mrope=True, request_id=request_id)
     positions, delta = layout.mrope_position_ids, layout.mrope_position_delta
     if validate:
-        _validate(layout, embedding_rows=rows, mrope_position_ids=positions, request_id=request_id)
+        accept_layout(layout, adapter, embedding_rows=rows, mrope_position_ids=positions, request_id=request_id)
     return _Inputs(layout.token_ids, layout, positions, int(delta), validate)
 
 
@@ -223,7 +217,7 @@ def _stock_inputs(adapter, raw_prompt_ids, image_grid_thw, video_grid_thw, encod
                                    request_id=request_id)
     enc_mrope = _as_np_mrope(encoder_mrope)
     if validate:
-        _validate(layout, mrope_position_ids=enc_mrope, embedding_rows=rows, request_id=request_id)
+        accept_layout(layout, adapter, mrope_position_ids=enc_mrope, embedding_rows=rows, request_id=request_id)
     n = layout.prompt_len
     if enc_mrope.shape[-1] < n:
         raise MropeLengthError("mrope_position_ids.shape[-1]", f">= {n} to slice", int(enc_mrope.shape[-1]),

@@ -7,8 +7,10 @@ drifted. See ``docs/trtllm.md`` for the hook points, the policy at each, and wor
 Where a request is when the code runs: ``_encoder`` (the encoder's ``generate_async``),
 ``_admission`` (the PD side's ``_preprocess`` and the prefill method it calls), ``_worker`` (the
 executor worker's ingress and context-phase slice); ``_targets`` is the patch table naming each
-wrapper, ``_lifecycle`` install/uninstall/status (through the patch ledger, :mod:`mm_handoff._ledger`, which the
-vLLM glue shares), ``_carrier`` what travels, ``_prefill_request`` the patch-free PD path.
+wrapper, ``_lifecycle`` TensorRT-LLM's part of install/uninstall/status (the lifecycle itself is
+:class:`mm_handoff.instrumentor.Instrumentor`, which the vLLM glue shares), ``_carrier`` what travels
+and what every side reads from a request, ``_prefill_request`` the patch-free PD path. Every check is
+the core's (:mod:`mm_handoff.checks`); what a failed check leads to is :func:`mm_handoff.policy.decide`'s.
 
 >>> import mm_handoff.trtllm as glue
 >>> glue.is_installed()

@@ -6,46 +6,55 @@ that carries embedding handles. Stock TensorRT-LLM re-tokenizes the text prompt 
 each placeholder into one pad run (no timestamps, no per-group markers).
 
 :func:`prefill_wrapper` answers from the encoder's layout when the handles carry it, accepted through
-:func:`mm_handoff.accept.accept_layout` (decode, skew, grids, handles vs layout, this request's own
-prompt). Otherwise the policy decides: ``rebuild`` rebuilds the exact ids from the prompt + the carried
-grids and video metadata; ``raise`` raises a typed error naming the field; ``fallback`` keeps the stock
-result with a warning. A request without video keeps the stock result when nothing is carried: for
-images the stock ids equal the aggregated ones.
+:func:`mm_handoff.checks.accept_layout` (decode, skew, grids, handles vs layout, this request's own
+prompt), in place of the engine's method (which would rebuild the very prompt the layout replaces).
+Otherwise the policy decides (:func:`mm_handoff.policy.decide`): ``rebuild`` rebuilds the exact ids from
+the prompt + the carried grids and video metadata (:attr:`~mm_handoff.policy.Decision.REBUILD`);
+``raise`` raises a typed error naming the field; ``fallback`` keeps the stock result with a warning
+(:attr:`~mm_handoff.policy.Decision.PASS_THROUGH`). A request without video keeps the stock result when
+nothing is carried: for images the stock ids equal the aggregated ones.
 
-:func:`admission_wrapper` then checks what ``_preprocess`` produced (mRoPE length, pads vs embedding
-rows, the layout used vs the prompt used). The two share one :class:`_Admission` per request through a
+:func:`admission_wrapper` then checks what ``_preprocess`` produced, through the same room: the layout
+used (else the carried one) accepted against the prompt used, the handles and the mRoPE ids; without a
+layout, the mRoPE length and the pads vs the handles' rows. The two share one :class:`_Admission` per request through a
 :class:`contextvars.ContextVar` of this module: the prefill method cannot see the request.
 """
 
 from __future__ import annotations
 
 import contextvars
-import dataclasses
+import logging
 
 import attrs
 import numpy as np
 
-from ..accept import accept_layout, call_adapter
-from ..checks import check_mrope_slice, shape_of
-from ..errors import AdapterNotFoundError, EmbeddingCountError, HandoffError
-from ..policy import Policy
+from ..checks import (
+    accept_layout,
+    adapter_value,
+    call_adapter,
+    check_mrope_slice,
+    check_prompt_pads,
+    embedding_rows_of,
+)
+from ..errors import AdapterNotFoundError, HandoffError
+from ..policy import Decision, Policy, decide
 from ._carrier import (
-    FALLBACK,
     GRIDS_KEY,
     LAYOUT_KEY,
     VIDEO_METADATA_KEY,
     adapter_for,
-    adapter_value,
     carried,
+    disagg_prefill_inputs,
     embedding_handles,
-    enforce,
     find_multimodal_params,
-    handle_rows,
     mrope_ids_of,
+    own_prompt,
     request_label,
 )
 
-__all__ = ["admission_wrapper", "prefill_wrapper", "check_admission", "disagg_prefill_inputs", "own_prompt"]
+__all__ = ["admission_wrapper", "prefill_wrapper", "check_admission"]
+
+log = logging.getLogger("mm_handoff.trtllm")
 
 
 @attrs.define
@@ -80,8 +89,8 @@ def admission_wrapper(wrapped, llm, args, kwargs, *, policy: Policy):
     try:
         check_admission(getattr(llm, "input_processor", None), result, dp, state, request_id=label)
     except HandoffError as exc:
-        enforce(policy, exc.with_request(label), where="admission (BaseLLM._preprocess)")
-    return result
+        decide(policy, exc.with_request(label), where="admission (BaseLLM._preprocess)", log=log)
+    return result  # policy=fallback: passed through
 
 
 def check_admission(processor, result, disaggregated_params, state: _Admission, *, request_id=None) -> None:
@@ -98,25 +107,20 @@ def check_admission(processor, result, disaggregated_params, state: _Admission, 
         return
     if handles is None and len(prompt_ids) <= 1:
         return  # encoder-decoder placeholder prompt ([0]); nothing to compare
-    mrope_shape = None if mrope is None else shape_of(mrope, request_id=request_id)
     layout, adapter = state.layout, state.adapter
     if layout is None and handles is not None and LAYOUT_KEY in carried(handles):
         layout, adapter = carried(handles)[LAYOUT_KEY], _known_adapter(processor, request_id)
     if layout is not None and adapter is not None:
-        accept_layout(layout, adapter, embeddings=handles, prompt_token_ids=prompt_ids,
-                      mrope_position_ids=mrope_shape, request_id=request_id)
+        accept_layout(layout, adapter, embeddings=handles, prompt_token_ids=prompt_ids, mrope_position_ids=mrope,
+                      request_id=request_id)
         return
-    if mrope_shape is not None:
-        check_mrope_slice(mrope_shape, len(prompt_ids), request_id=request_id)
+    if mrope is not None:  # no layout: what the engine is about to use, checked without one
+        check_mrope_slice(mrope, len(prompt_ids), request_id=request_id)
     adapter = _known_adapter(processor, request_id) if handles is not None else None
     if adapter is not None:
-        spec = adapter_value(adapter, "spec", request_id=request_id)
-        found = int(np.count_nonzero(np.isin(np.asarray(prompt_ids), [spec.image_pad, spec.video_pad])))
-        rows = sum(handle_rows(handles, request_id=request_id))
-        if found != rows:
-            raise EmbeddingCountError("prompt_token_ids (image/video pads)",
-                                      f"{rows} (rows of the encoder's embedding handles)", found,
-                                      request_id=request_id)
+        rows = embedding_rows_of(handles, field="multimodal_embedding_handles", request_id=request_id)
+        check_prompt_pads(prompt_ids, adapter_value(adapter, "spec", request_id=request_id), sum(rows),
+                          request_id=request_id)
 
 
 def _known_adapter(processor, request_id):
@@ -128,30 +132,11 @@ def _known_adapter(processor, request_id):
 
 # -------------------------------------------------------------------------------- prefill point
 def prefill_wrapper(wrapped, processor, args, kwargs, *, policy: Policy):
-    """``Qwen3VLInputProcessorBase.build_disagg_prefill_multimodal_inputs`` (see the module doc)."""
-    return _prefill_call(wrapped, processor, args, kwargs, policy, _prefill_inputs)
+    """``Qwen3VLInputProcessorBase.build_disagg_prefill_multimodal_inputs`` (see the module doc).
 
-
-def _prefill_inputs(layout, wrapped):
-    func = getattr(wrapped, "__func__", wrapped)
-    cls = getattr(func, "__globals__", {}).get("DisaggPrefillMultimodalInputs")
-    if cls is None:
-        from tensorrt_llm.inputs.multimodal import DisaggPrefillMultimodalInputs
-
-        cls = DisaggPrefillMultimodalInputs
-    return disagg_prefill_inputs(layout, cls)
-
-
-def disagg_prefill_inputs(layout, result_class):
-    """The prefill method's return value built from a layout (same values as the aggregated path)."""
-    kwargs = layout.to_disagg_prefill_inputs()
-    if dataclasses.is_dataclass(result_class):
-        names = {f.name for f in dataclasses.fields(result_class)}
-        kwargs = {k: v for k, v in kwargs.items() if k in names}
-    return result_class(**kwargs)
-
-
-def _prefill_call(wrapped, processor, args, kwargs, policy, as_result):
+    With an accepted layout it answers in place of the engine's method (which would rebuild the very
+    prompt the layout replaces), with the result type the engine expects.
+    """
     state = _CURRENT.get()
     if state is not None and state.in_prefill:  # an override calling super(): the outer call decides
         return wrapped(*args, **kwargs)
@@ -161,7 +146,7 @@ def _prefill_call(wrapped, processor, args, kwargs, policy, as_result):
         token = _CURRENT.set(state)
     state.in_prefill = True
     try:
-        layout, adapter, result = _prefill(wrapped, processor, args, kwargs, policy, as_result)
+        layout, adapter, result = _prefill(wrapped, processor, args, kwargs, policy)
         state.layout, state.adapter = layout, adapter
         return result
     finally:
@@ -170,7 +155,7 @@ def _prefill_call(wrapped, processor, args, kwargs, policy, as_result):
             _CURRENT.reset(token)
 
 
-def _prefill(wrapped, processor, args, kwargs, policy, as_result):
+def _prefill(wrapped, processor, args, kwargs, policy):
     """``(layout used or None, its adapter, the method's result)``."""
     inputs = args[0] if args else kwargs.get("inputs")
     mm_handles = args[1] if len(args) > 1 else kwargs.get("mm_handles")
@@ -178,50 +163,31 @@ def _prefill(wrapped, processor, args, kwargs, policy, as_result):
     try:
         adapter = adapter_for(processor)
     except HandoffError as exc:  # a family adapter that cannot be built: nothing to check with
-        enforce(policy, exc, where="prefill (family adapter)")
+        decide(policy, exc, where="prefill (family adapter)", log=log)
         return None, None, wrapped(*args, **kwargs)
-
-    def rebuild():
-        layout, used = _rebuild(processor, adapter, inputs, mm_handles, found)
-        return layout, used, as_result(layout, wrapped)
-
-    can_rebuild = GRIDS_KEY in found
+    remedy = Decision.REBUILD if GRIDS_KEY in found else None
+    stock = None
     if LAYOUT_KEY in found:
         try:
             layout = accept_layout(found[LAYOUT_KEY], adapter, embeddings=mm_handles,
                                    prompt_token_ids=own_prompt(processor, inputs))
+            return layout, adapter, disagg_prefill_inputs(layout)
         except HandoffError as exc:
-            out = enforce(policy, exc, where="prefill (carried layout)", rebuild=rebuild if can_rebuild else None)
-            return (None, None, wrapped(*args, **kwargs)) if out is FALLBACK else out
-        return layout, adapter, as_result(layout, wrapped)
-    if can_rebuild and policy is Policy.REBUILD:
-        return rebuild()
-    stock = wrapped(*args, **kwargs)
-    if not _has_video(stock, adapter):
-        return None, None, stock
-    error = HandoffError(f"multimodal_embedding_handles[0][{LAYOUT_KEY!r}]",
-                         "the encoder's layout (install mm_handoff.trtllm on the encoder side)", "absent",
-                         hint="a video prompt rebuilt from text has no timestamps and one pad run per video")
-    out = enforce(policy, error, where="prefill (no carried layout)", rebuild=rebuild if can_rebuild else None)
-    return (None, None, stock) if out is FALLBACK else out
-
-
-def own_prompt(processor, inputs):
-    """This request's prompt ids, expanded or not; None when the request carries neither ids nor text.
-
-    A text prompt is tokenized as upstream's prefill method does it:
-    ``self.tokenizer(prompt, return_tensors="pt").input_ids[0]`` (``modeling_qwen3vl.py``).
-    """
-    if not isinstance(inputs, dict):
-        return None
-    ids = inputs.get("prompt_token_ids")
-    if ids is not None:
-        return np.asarray(ids)
-    text = inputs.get("prompt")
-    if not text:
-        return None
-    out = processor.tokenizer(text, return_tensors="pt").input_ids[0]
-    return np.asarray(out.tolist() if hasattr(out, "tolist") else out)
+            decision = decide(policy, exc, where="prefill (carried layout)", remedy=remedy, log=log)
+    elif remedy is not None and policy is Policy.REBUILD:
+        decision = Decision.REBUILD  # nothing carried but the grids: rebuild without asking the engine first
+    else:
+        stock = wrapped(*args, **kwargs)
+        if not _has_video(stock, adapter):  # images only: the stock ids equal the aggregated ones
+            return None, None, stock
+        absent = HandoffError(f"multimodal_embedding_handles[0][{LAYOUT_KEY!r}]",
+                              "the encoder's layout (install mm_handoff.trtllm on the encoder side)", "absent",
+                              hint="a video prompt rebuilt from text has no timestamps and one pad run per video")
+        decision = decide(policy, absent, where="prefill (no carried layout)", remedy=remedy, log=log)
+    if decision is Decision.REBUILD:
+        layout, used = _rebuild(processor, adapter, inputs, mm_handles, found)
+        return layout, used, disagg_prefill_inputs(layout)
+    return None, None, stock if stock is not None else wrapped(*args, **kwargs)  # Decision.PASS_THROUGH
 
 
 def _rebuild(processor, adapter, inputs, mm_handles, found):
@@ -240,8 +206,8 @@ def _rebuild(processor, adapter, inputs, mm_handles, found):
     if prompt is None:
         raise HandoffError("inputs['prompt']", "the text prompt (to rebuild the layout from)", None)
     convention = grids.get("convention")
-    if convention is not None and convention != adapter_value(adapter, "convention"):
-        adapter = adapter_for(processor, convention=convention)  # the encoder's processor convention
+    if convention is not None:  # the encoder's processor convention (cached per convention)
+        adapter = adapter_for(processor, convention=convention)
     layout = call_adapter(adapter, "rebuild_layout", prompt, image_grid_thw=grids.get("image_grid_thw"),
                           video_grid_thw=grids.get("video_grid_thw"), video_metadata=found.get(VIDEO_METADATA_KEY),
                           mrope=False)
@@ -256,7 +222,7 @@ def _has_video(result, adapter) -> bool:
     if ids is None and isinstance(result, tuple) and result:
         ids = result[0]
     try:
-        video_pad = adapter_value(adapter, "spec").video_pad
-    except (HandoffError, AttributeError):
+        video_pad = adapter.spec.video_pad
+    except Exception:  # an adapter that cannot say: treat it as video, so the policy decides
         return True
     return ids is not None and video_pad in np.asarray(ids)

@@ -12,64 +12,41 @@ namespaced, JSON-safe keys into ``multimodal_embedding_handles[0]``:
 The last two let the prefill side rebuild the exact ids (policy ``rebuild``) when the layout itself is
 missing. A caller may also put the same two keys in the request's ``inputs`` dict.
 
-Every check point applies the policy to a failed check through :func:`enforce`, the same way.
+This module is the neutral ground of the glue: what the encoder side (``_encoder``), the PD side
+(``_admission``, ``_prefill_request``) and the worker (``_worker``) all read from a request (the
+carried keys, the handles, the request's own prompt, the multimodal params, its mRoPE ids, the
+family adapter of its processor) and the prefill method's result type built from a layout. It
+decides nothing: the checks are the core's (:mod:`mm_handoff.checks`), the policy is
+:func:`mm_handoff.policy.decide`.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
-import weakref
-from collections.abc import Callable
+import dataclasses
 
-from ..accept import adapter_value, embedding_shapes_of
-from ..errors import HandoffError
-from ..policy import Policy
-from ..registry import REGISTRY, build_adapter
+import numpy as np
+
+from ..registry import REGISTRY, build_adapter, cached_adapter
 
 __all__ = [
     "LAYOUT_KEY",
     "GRIDS_KEY",
     "VIDEO_METADATA_KEY",
     "CARRIED_KEYS",
-    "FALLBACK",
-    "enforce",
     "embedding_handles",
     "carried",
-    "handle_rows",
+    "own_prompt",
     "request_label",
     "adapter_for",
-    "adapter_value",
     "find_multimodal_params",
     "mrope_ids_of",
+    "disagg_prefill_inputs",
 ]
-
-log = logging.getLogger("mm_handoff.trtllm")
 
 LAYOUT_KEY = "mm_handoff.layout"
 GRIDS_KEY = "mm_handoff.grids"
 VIDEO_METADATA_KEY = "mm_handoff.video_metadata"
 CARRIED_KEYS = (LAYOUT_KEY, GRIDS_KEY, VIDEO_METADATA_KEY)
-
-#: what :func:`enforce` returns under ``fallback``: the caller goes on with the engine's own result
-FALLBACK = object()
-
-
-def enforce(policy: Policy, error: HandoffError, *, where: str, rebuild: Callable | None = None):
-    """Apply the policy to one failed check; returns ``rebuild()``'s value or :data:`FALLBACK`.
-
-    ``raise``: the typed error propagates. ``fallback``: a warning. ``rebuild``: ``rebuild()`` where
-    the caller can rebuild (the prefill point), else the same as ``raise``.
-    """
-    if policy is Policy.FALLBACK:
-        log.warning("mm-handoff: %s: %s (policy=fallback: continuing with the engine's own behaviour)",
-                    where, error)
-        return FALLBACK
-    if policy is Policy.REBUILD and rebuild is not None:
-        log.info("mm-handoff: %s: %s (policy=rebuild: rebuilding the aggregated layout)", where, error)
-        return rebuild()
-    raise error
-
 
 # ------------------------------------------------------------------------- reading the carrier
 def embedding_handles(disaggregated_params) -> list | None:
@@ -87,16 +64,6 @@ def carried(mm_handles, inputs=None) -> dict:
         elif isinstance(inputs, dict) and inputs.get(key) is not None:
             found[key] = inputs[key]
     return found
-
-
-def handle_rows(mm_handles, *, request_id=None) -> list:
-    """Rows per embedding handle (``tensor_size[0]``), in item order; shapes only, nothing rebuilt."""
-    shapes = embedding_shapes_of(mm_handles, field="multimodal_embedding_handles", request_id=request_id)
-    for i, shape in enumerate(shapes):
-        if not shape:
-            raise HandoffError(f"multimodal_embedding_handles[{i}].tensor_size", "[rows, width]", list(shape),
-                               request_id=request_id)
-    return [shape[0] for shape in shapes]
 
 
 def request_label(disaggregated_params=None, fallback=None):
@@ -134,9 +101,39 @@ def mrope_ids_of(multimodal_data) -> object:
     return cfg.get("mrope_position_ids") if isinstance(cfg, dict) else None
 
 
-# ----------------------------------------------------------------------------------- adapters
-_ADAPTERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_ADAPTERS_LOCK = threading.Lock()
+def own_prompt(processor, inputs):
+    """This request's prompt ids, expanded or not; None when the request carries neither ids nor text.
+
+    A text prompt is tokenized as upstream's prefill method does it:
+    ``self.tokenizer(prompt, return_tensors="pt").input_ids[0]`` (``modeling_qwen3vl.py``).
+    """
+    if not isinstance(inputs, dict):
+        return None
+    ids = inputs.get("prompt_token_ids")
+    if ids is not None:
+        return np.asarray(ids)
+    text = inputs.get("prompt")
+    if not text:
+        return None
+    out = processor.tokenizer(text, return_tensors="pt").input_ids[0]
+    return np.asarray(out.tolist() if hasattr(out, "tolist") else out)
+
+
+def disagg_prefill_inputs(layout, result_class=None):
+    """The prefill method's return value built from a layout (same values as the aggregated path).
+
+    ``result_class``: ``DisaggPrefillMultimodalInputs`` (imported from ``tensorrt_llm.inputs.multimodal``,
+    where the prefill method and ``BaseLLM._preprocess`` take it from, when not given).
+    """
+    if result_class is None:
+        from tensorrt_llm.inputs.multimodal import DisaggPrefillMultimodalInputs
+
+        result_class = DisaggPrefillMultimodalInputs
+    kwargs = layout.to_disagg_prefill_inputs()
+    if dataclasses.is_dataclass(result_class):
+        names = {f.name for f in dataclasses.fields(result_class)}
+        kwargs = {k: v for k, v in kwargs.items() if k in names}
+    return result_class(**kwargs)
 
 
 def adapter_for(processor, *, convention: str | None = None, request_id=None):
@@ -145,22 +142,11 @@ def adapter_for(processor, *, convention: str | None = None, request_id=None):
     Resolved through the registry by class (along the MRO) and built by
     :func:`~mm_handoff.registry.build_adapter` with the processor's tokenizer and config, so a factory
     written to the documented signature (no ``convention``) works and any failure is an AdapterError.
+    The cache is the registry's (:func:`~mm_handoff.registry.cached_adapter`), shared with the vLLM glue.
     """
-    key = (convention,)
-    try:
-        with _ADAPTERS_LOCK:
-            cached = _ADAPTERS.get(processor, {}).get(key)
-    except TypeError:  # not weak-referenceable: no cache
-        cached = None
-    if cached is not None:
-        return cached
-    adapter = build_adapter(REGISTRY.resolve(type(processor)), tokenizer=getattr(processor, "tokenizer", None),
-                            config=getattr(processor, "config", None), convention=convention,
-                            request_id=request_id)
-    try:
-        with _ADAPTERS_LOCK:
-            _ADAPTERS.setdefault(processor, {})[key] = adapter
-    except TypeError:
-        pass
-    return adapter
+    def build():
+        return build_adapter(REGISTRY.resolve(type(processor)), tokenizer=getattr(processor, "tokenizer", None),
+                             config=getattr(processor, "config", None), convention=convention,
+                             request_id=request_id)
 
+    return cached_adapter(processor, ("trtllm", convention), build)

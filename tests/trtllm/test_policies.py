@@ -204,3 +204,31 @@ def test_rebuild_replaces_a_corrupted_layout_and_admission_checks_the_rebuilt_on
     wire["checksum"] = "0" * 32
     ids = dep.pd._preprocess({"prompt": PROMPT}, _sp(), enc.disaggregated_params)[0]
     assert ids == list(enc.prompt_token_ids)
+
+
+# ------------------------------------------------------------------------------------ encoder
+@pytest.mark.parametrize("policy", POLICIES)
+def test_encoder_ships_the_grids_when_the_layout_does_not_derive(caplog, policy, monkeypatch):
+    """A layout that does not derive from the encoder's ids: raise fails the request there; fallback and
+    rebuild ship the grids and metadata only (so the PD side can rebuild), and say so."""
+    from mm_handoff.policy import Policy
+    from mm_handoff.trtllm._encoder import build_stamp
+
+    adapter = get_adapter("qwen3_vl")
+    error = HandoffError("token_ids", "an expanded prompt", "something else")
+
+    def broken(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(type(adapter), "derive_layout", broken)
+    grids = {"video_grid_thw": [[2, 4, 4]]}
+    call = lambda: build_stamp(adapter, [1, 2, 3], grids, {}, policy=Policy(policy), request_id="e1")  # noqa: E731
+    if policy == "raise":
+        with pytest.raises(HandoffError) as info:
+            call()
+        assert info.value is error and info.value.request_id == "e1"
+        return
+    with caplog.at_level(logging.INFO, logger="mm_handoff.trtllm"):
+        stamp = call()
+    assert glue.LAYOUT_KEY not in stamp and stamp[glue.GRIDS_KEY]["video_grid_thw"] == [[2, 4, 4]]
+    assert "shipping the grids" in caplog.text and "rebuilding" not in caplog.text
