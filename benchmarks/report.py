@@ -220,11 +220,16 @@ def plot(cases: dict, path: str) -> None:
         ys = [r[key]["median_ms"] for t, r in pts if key in r]
         if xs:
             ax.plot(xs, ys, marker="o", label=label)
+    _finish_log_plot(fig, ax, path, "median per request (ms)", "mm-handoff per-request overhead (CPU, 1 thread)")
+
+
+def _finish_log_plot(fig, ax, path: str, ylabel: str, title: str) -> None:
+    """Log-log axes against the prompt length, a grid and a legend, saved to ``path``."""
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("prompt length (ids)")
-    ax.set_ylabel("median per request (ms)")
-    ax.set_title("mm-handoff per-request overhead (CPU, 1 thread)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -284,15 +289,7 @@ def plot_scale(rows: list, path: str) -> None:
     for r in rows:
         ax.annotate(r["case"], (r["tokens"], r["prefill hook"]["median_ms"] * 1e3), fontsize=7,
                     textcoords="offset points", xytext=(3, -10)) if "prefill hook" in r else None
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("prompt length (ids)")
-    ax.set_ylabel("median per request (us)")
-    ax.set_title("mm-handoff hooks: cost per request (CPU, 1 thread)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    _finish_log_plot(fig, ax, path, "median per request (us)", "mm-handoff hooks: cost per request (CPU, 1 thread)")
 
 
 def run_bench(args) -> int:

@@ -13,7 +13,8 @@ engine (the TensorRT-LLM glue, ``prefill_request``, the HF reference engine, the
 3. skew: family, the whole token spec (field by field), tokenizer digest and processor convention
    against this side's adapter, so the layout is read with this side's ids and sizes only;
 4. grids: the runs follow the grids; the carried mRoPE delta is the one the adapter computes from
-   the ids and grids; this request's own grids, when the engine has them, equal the layout's;
+   the ids and grids; this request's own grids and video metadata (its timestamps), when the engine
+   has them, equal the layout's;
 5. embeddings: one per item, rows per item == pads per item, row width == the adapter's
    ``hidden * (1 + deepstack levels)`` where it is known (or the rows alone: a total or per item);
 6. the fingerprint, when one is given;
@@ -52,6 +53,7 @@ from .errors import (
 from .id_checks import STOCK_HINT, check_placeholders, check_prompt_pads, check_token_ids, first_difference
 from .items import IMAGE, VIDEO
 from .layout import HandoffLayout, readonly_ids
+from .shapes import embedding_rows_of, embedding_shapes_of, read_count, shape_of
 from .spec import TokenSpec, normalize_grids
 
 __all__ = ["accept_layout", "validate", "check_mrope_slice", "check_skew", "check_grid", "check_embedding_rows",
@@ -60,68 +62,6 @@ __all__ = ["accept_layout", "validate", "check_mrope_slice", "check_skew", "chec
 
 
 # ----------------------------------------------------------------------- reading untrusted values
-#: the largest count (a length, an index, a row count) any check reads: far beyond any prompt
-_MAX_COUNT = 2**62
-
-
-def _plain_count(value):
-    """A plain int in ``[0, 2**62]`` for ints and numpy ints (read without calling methods an int
-    subclass overrides); None for anything else."""
-    if type(value) is int or (isinstance(value, int) and not isinstance(value, bool)):
-        value = int.__index__(value)
-    elif isinstance(value, np.integer):
-        value = int(value)
-    else:
-        return None
-    return value if 0 <= value <= _MAX_COUNT else None
-
-
-def _count(value, field: str, request_id, error=MropeLengthError) -> int:
-    count = _plain_count(value)
-    if count is None:
-        raise error(field, "a non-negative int", value, request_id=request_id)
-    return count
-
-
-def shape_of(value, *, field: str = "mrope_position_ids.shape", request_id=None) -> tuple:
-    """The shape of an array/tensor, a shape sequence, or a handle dict's ``tensor_size``, as ints.
-
-    Anything else (floats, strings, bytes, negative sizes, a handle without ``tensor_size``) raises
-    a :class:`MropeLengthError` naming ``field``.
-    """
-    try:
-        if isinstance(value, dict):
-            value = dict.get(value, "tensor_size")  # dict's own get: a subclass's cannot interfere
-        shape = getattr(value, "shape", None)
-        if shape is None:
-            shape = value
-        dims = tuple(shape) if isinstance(shape, (list, tuple)) and len(shape) <= 8 else None  # torch.Size: a tuple
-    except Exception:  # an object whose attributes or iteration fail
-        dims = shape = None
-    counts = None if dims is None else [_plain_count(d) for d in dims]
-    if counts is None or None in counts:
-        raise MropeLengthError(field, "a shape of non-negative ints", shape if dims is None else dims,
-                               request_id=request_id)
-    return tuple(counts)
-
-
-def embedding_shapes_of(embeddings, *, field: str = "embeddings", request_id=None) -> list:
-    """Per-item shapes (as int tuples) of tensors, arrays, shape tuples or handle dicts."""
-    if not isinstance(embeddings, (list, tuple)):
-        raise HandoffError(field, "a list with one embedding (or handle) per image/video",
-                           type(embeddings).__name__, request_id=request_id)
-    return [shape_of(e, field=f"{field}[{i}].shape", request_id=request_id) for i, e in enumerate(embeddings)]
-
-
-def embedding_rows_of(embeddings, *, field: str = "embeddings", request_id=None) -> list:
-    """Rows per item (``shape[0]``, or a handle's ``tensor_size[0]``), in item order; shapes only."""
-    shapes = embedding_shapes_of(embeddings, field=field, request_id=request_id)
-    for i, shape in enumerate(shapes):
-        if not shape:
-            raise EmbeddingCountError(f"{field}[{i}].shape", "[rows, width]", list(shape), request_id=request_id)
-    return [shape[0] for shape in shapes]
-
-
 def call_adapter(adapter, method: str, *args, request_id=None, **kwargs):
     """``adapter.method(*args, **kwargs)``; a failure that is not a HandoffError becomes an AdapterError."""
     try:
@@ -156,9 +96,9 @@ def check_mrope_slice(mrope_position_ids_or_shape, prompt_len: int, *, begin: in
     Accepts an array/tensor or its shape, ``[3, L]`` or ``[3, 1, L]`` (what the context-phase slice
     in TensorRT-LLM sees). Returns L. Shapes only: no copy, no device sync.
     """
-    prompt_len = _count(prompt_len, "prompt_len", request_id)
-    begin = _count(begin, "begin", request_id)
-    end = None if end is None else _count(end, "end", request_id)
+    prompt_len = read_count(prompt_len, "prompt_len", request_id)
+    begin = read_count(begin, "begin", request_id)
+    end = None if end is None else read_count(end, "end", request_id)
     shape = shape_of(mrope_position_ids_or_shape, request_id=request_id)
     if not (len(shape) == 2 and shape[0] == 3) and not (len(shape) == 3 and shape[:2] == (3, 1)):
         raise MropeLengthError("mrope_position_ids.shape", "[3, L] or [3, 1, L]", list(shape),
@@ -201,7 +141,7 @@ def check_grid(layout: HandoffLayout, *, request_id=None) -> None:
 def check_embedding_rows(layout: HandoffLayout, embedding_rows, *, request_id=None) -> None:
     """Pads vs the encoder's rows: a total, or one count per item in prompt order."""
     def as_count(value):
-        return _count(value, "embedding_rows", request_id, EmbeddingCountError)
+        return read_count(value, "embedding_rows", request_id, EmbeddingCountError)
 
     if not isinstance(embedding_rows, (list, tuple, np.ndarray)):
         rows = as_count(embedding_rows)
@@ -317,6 +257,10 @@ def _check_embeddings(layout: HandoffLayout, adapter, embeddings, embedding_shap
         check_embedding_rows(layout, embedding_rows, request_id=request_id)
     if embeddings is None and embedding_shapes is None:
         return
+    given = embeddings if embeddings is not None else embedding_shapes
+    if isinstance(given, (list, tuple)) and len(given) != len(layout.items):  # counted before any shape is read
+        raise EmbeddingCountError("embeddings", f"{len(layout.items)} (one per image/video)", len(given),
+                                  request_id=request_id)
     shapes = embedding_shapes_of(embeddings if embeddings is not None else embedding_shapes,
                                  field="embeddings" if embeddings is not None else "embedding_shapes",
                                  request_id=request_id)
@@ -345,7 +289,7 @@ def _check_own_prompt(layout: HandoffLayout, adapter, prompt_token_ids, request_
 
 def validate(layout: HandoffLayout, adapter=None, *, embeddings=None, embedding_shapes=None, embedding_rows=None,
              prompt_token_ids=None, mrope_position_ids=None, image_grid_thw=None, video_grid_thw=None,
-             fingerprint: str | None = None, limits=None, request_id=None) -> HandoffLayout:
+             video_metadata=None, fingerprint: str | None = None, limits=None, request_id=None) -> HandoffLayout:
     """The accept step (see the module doc) on a decoded layout; returns it unchanged, raises on the first
     failure. ``adapter``: this side's family adapter; without it the checks that need one are skipped.
 
@@ -353,7 +297,9 @@ def validate(layout: HandoffLayout, adapter=None, *, embeddings=None, embedding_
     per item) or ``embedding_rows`` (a total, or per item): at most one. ``prompt_token_ids``: this
     request's own prompt. ``mrope_position_ids``: the ids (or their shape) about to be sliced.
     ``image_grid_thw`` / ``video_grid_thw``: this request's own grids, when the engine has them.
-    ``fingerprint``: the encoder's ``layout.fingerprint(include_mrope=False)``.
+    ``video_metadata``: this request's own video metadata (one per video: fps, frames_indices), when the
+    engine has it: the layout's timestamps must be the ones it gives (the ids alone cannot tell an honest
+    timestamp from a forged one). ``fingerprint``: the encoder's ``layout.fingerprint(include_mrope=False)``.
     """
     _check_mrope(layout, adapter, mrope_position_ids, prompt_token_ids, request_id)
     if adapter is not None:
@@ -362,6 +308,10 @@ def validate(layout: HandoffLayout, adapter=None, *, embeddings=None, embedding_
     if adapter is not None:
         _check_delta(layout, adapter, request_id)
     _check_own_grids(layout, image_grid_thw, video_grid_thw, limits, request_id)
+    if video_metadata is not None:
+        if adapter is None:
+            raise HandoffError("video_metadata", "this side's adapter to read it with", None, request_id=request_id)
+        call_adapter(adapter, "check_video_metadata", layout, video_metadata, request_id=request_id)
     _check_embeddings(layout, adapter, embeddings, embedding_shapes, embedding_rows, request_id)
     if fingerprint is not None and fingerprint != layout.fingerprint(include_mrope=False):
         raise FingerprintMismatchError("fingerprint", fingerprint, layout.fingerprint(include_mrope=False),
@@ -374,7 +324,7 @@ def validate(layout: HandoffLayout, adapter=None, *, embeddings=None, embedding_
 
 def accept_layout(carried: Any, adapter, *, embeddings=None, embedding_shapes=None, embedding_rows=None,
                   prompt_token_ids=None, mrope_position_ids=None, image_grid_thw=None, video_grid_thw=None,
-                  limits=None, request_id=None) -> HandoffLayout:
+                  video_metadata=None, limits=None, request_id=None) -> HandoffLayout:
     """The encoder's layout, decoded and checked against this side (see the module doc); raises on any
     mismatch. ``carried``: a wire payload (dict) or a :class:`HandoffLayout`. ``adapter``: this side's
     family adapter. ``limits``: the bounds the payload is decoded under (:class:`~mm_handoff.limits.Limits`).
@@ -387,4 +337,5 @@ def accept_layout(carried: Any, adapter, *, embeddings=None, embedding_shapes=No
     return validate(layout, adapter, embeddings=embeddings, embedding_shapes=embedding_shapes,
                     embedding_rows=embedding_rows, prompt_token_ids=prompt_token_ids,
                     mrope_position_ids=mrope_position_ids, image_grid_thw=image_grid_thw,
-                    video_grid_thw=video_grid_thw, limits=limits, request_id=request_id)
+                    video_grid_thw=video_grid_thw, video_metadata=video_metadata, limits=limits,
+                    request_id=request_id)

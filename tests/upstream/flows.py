@@ -184,3 +184,15 @@ def grid_handles(multimodal_params) -> list:
         if isinstance(value, dict):
             out.append(value)
     return out
+
+
+def upstream_module(upstream, module: str, path: str):
+    """``module`` imported through the shim; the test is not applicable when the tree lacks its file."""
+    import importlib
+
+    import pytest
+
+    imported = importlib.import_module(module)
+    if upstream.tree.report().get(module, ("stub",))[0] != "upstream":
+        pytest.skip(f"not applicable: this tree has no {path}")
+    return imported

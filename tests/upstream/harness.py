@@ -86,6 +86,16 @@ def llm_args_defaults(tree_root: str | None) -> dict[str, Any]:
     return out
 
 
+def _declared(obj, owner: str, name: str):
+    """A declared value of ``obj``, or the named harness gap upstream's read of ``name`` hit."""
+    values = object.__getattribute__(obj, "_values")
+    if name in values:
+        return values[name]
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise HarnessGap(owner, name, _reader_location())
+
+
 class UpstreamArgs:
     """``llm.args``: scenario values, then the tree's ``llm_args.py`` defaults, else a named gap."""
 
@@ -96,12 +106,7 @@ class UpstreamArgs:
         object.__setattr__(self, "_values", values)
 
     def __getattr__(self, name: str):
-        values = object.__getattribute__(self, "_values")
-        if name in values:
-            return values[name]
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise HarnessGap("args", name, _reader_location())
+        return _declared(self, "args", name)
 
     def __setattr__(self, name, value):
         self._values[name] = value
@@ -121,12 +126,7 @@ class Declared:
         object.__setattr__(self, "_values", dict(values))
 
     def __getattr__(self, name: str):
-        values = object.__getattribute__(self, "_values")
-        if name in values:
-            return values[name]
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise HarnessGap(object.__getattribute__(self, "_owner"), name, _reader_location())
+        return _declared(self, object.__getattribute__(self, "_owner"), name)
 
     def __setattr__(self, name, value):
         self._values[name] = value

@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 import torch
 from upstream import flows
+from upstream.flows import upstream_module
 from upstream.harness import Declared, upstream_object
 
 from mm_handoff.errors import HandoffError
@@ -41,12 +42,7 @@ PATH = "tensorrt_llm/_torch/pyexecutor/model_engine.py"
 
 @pytest.fixture
 def model_engine(upstream):
-    import importlib
-
-    module = importlib.import_module(MODULE)
-    if upstream.tree.report().get(MODULE, ("stub",))[0] != "upstream":
-        pytest.skip("not applicable: this tree has no _torch/pyexecutor/model_engine.py")
-    return module
+    return upstream_module(upstream, MODULE, "_torch/pyexecutor/model_engine.py")
 
 
 def _lines(tree_root):

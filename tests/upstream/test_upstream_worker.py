@@ -13,6 +13,7 @@ Not applicable to a tree without ``executor/base_worker.py``.
 import pytest
 import torch
 from upstream import flows
+from upstream.flows import upstream_module
 from upstream.harness import Declared, UpstreamArgs, upstream_object
 
 from mm_handoff.errors import HandoffError
@@ -22,12 +23,7 @@ MODULE = "tensorrt_llm.executor.base_worker"
 
 @pytest.fixture
 def base_worker(upstream):
-    import importlib
-
-    module = importlib.import_module(MODULE)
-    if upstream.tree.report().get(MODULE, ("stub",))[0] != "upstream":
-        pytest.skip("not applicable: this tree has no executor/base_worker.py")
-    return module
+    return upstream_module(upstream, MODULE, "executor/base_worker.py")
 
 
 class RecordingRequest:
