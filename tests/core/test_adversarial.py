@@ -17,13 +17,14 @@ from handoff_strategies import prompts
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mm_handoff import HandoffError, HandoffLayout, LayoutError, SkewError, accept_layout, get_adapter
+from mm_handoff import HandoffError, HandoffLayout, LayoutError, MultimodalItem, SkewError, accept_layout, get_adapter
 from mm_handoff import layout as layout_module
 from mm_handoff.adapters import FAMILIES, Qwen3VLAdapter
 from mm_handoff.errors import (
     AdapterError,
     AdapterRegistrationError,
     GridMismatchError,
+    TokenMismatchError,
     WireChecksumError,
     WireFormatError,
     WireLimitError,
@@ -352,3 +353,122 @@ def test_registry_misuse_and_bad_factories_are_typed():
     with pytest.raises(AdapterError) as info:
         get_adapter("qwen3_vl", tokenizer=Tok())
     assert "tokenizer id of <|image_pad|>" in str(info.value) and "1.5" in str(info.value)
+
+
+# ---------------------------------------------------------------- an adversarial probe's findings, one class each
+def test_a_one_group_video_must_close_and_items_must_not_overlap():
+    """1: a timestamped video of one group still claims its <|vision_end|>; two expansions cannot share a token."""
+    for convention in ("pad_only", "replace_wrapper"):
+        adapter = Qwen3VLAdapter(convention=convention)
+        s = adapter.spec
+        raw, vg = [100, s.vision_start, s.video_pad, s.vision_end, 101], [(1, 4, 4)]
+        ids = adapter.rebuild_token_ids(raw, video_grid_thw=vg, video_metadata=[{"fps": 2.0, "frames_indices": [0, 1]}])
+        end = adapter.derive_layout(ids, video_grid_thw=vg).items[0].end
+        replaced = np.concatenate([ids[:end], [4999], ids[end + 1:]])
+        refused(partial(adapter.derive_layout, replaced, video_grid_thw=vg), LayoutError, "items[0].runs[0]")
+        deleted = np.delete(ids, end)  # under pad_only the template's own <|vision_end|> then closes the group:
+        try:  # a consistent layout, which this request's raw prompt refuses
+            lay = adapter.derive_layout(deleted, video_grid_thw=vg)
+        except LayoutError:
+            continue
+        refused(partial(accept_layout, lay.to_wire(), adapter, prompt_token_ids=raw, video_grid_thw=vg),
+                TokenMismatchError, "prompt text after the last item")
+    two = [100, S.vision_start, S.video_pad, S.vision_end, S.vision_start, S.video_pad, S.vision_end, 100]
+    adapter = Qwen3VLAdapter(convention="replace_wrapper")
+    meta = [{"fps": 2.0, "frames_indices": [0, 1]}] * 2
+    ids = adapter.rebuild_token_ids(two, video_grid_thw=vg * 2, video_metadata=meta)
+    first_end = adapter.derive_layout(ids, video_grid_thw=vg * 2).items[0].end
+    refused(partial(adapter.derive_layout, np.delete(ids, first_end), video_grid_thw=vg * 2), LayoutError)
+
+
+def test_timestamps_are_checked_against_the_requests_video_metadata():
+    """1: the ids cannot tell an honest timestamp from a forged one; this request's metadata can."""
+    raw, vg = [100, S.vision_start, S.video_pad, S.vision_end, 103], [(4, 4, 4)]
+    honest_meta = [{"fps": 2.0, "frames_indices": list(range(8))}]
+    other_meta = [{"fps": 0.01, "frames_indices": list(range(0, 8000, 1000))}]
+
+    def made(meta):
+        return ADAPTER.derive_layout(ADAPTER.rebuild_token_ids(raw, video_grid_thw=vg, video_metadata=meta),
+                                     video_grid_thw=vg)
+    shapes = [(16, ADAPTER.handle_row_width)]
+    lie = made(other_meta).to_wire()
+    assert answer(partial(accept_layout, lie, ADAPTER, prompt_token_ids=raw, embedding_shapes=shapes))[1] is None
+    refused(partial(accept_layout, lie, ADAPTER, prompt_token_ids=raw, embedding_shapes=shapes,
+                    video_metadata=honest_meta), HandoffError, "items[0].timestamps")
+    back = answer(partial(accept_layout, made(honest_meta).to_wire(), ADAPTER, video_metadata=honest_meta))[0]
+    assert back == made(honest_meta)
+
+
+def test_arrays_the_caller_can_still_write_are_copied():
+    """1: a layout cannot change after it was checked, through any array its caller keeps."""
+    off, ln = np.array([9], dtype=np.int64), np.array([4], dtype=np.int64)
+    item = MultimodalItem.from_arrays("image", off, ln, (1, 4, 4))
+    ids = np.array([100] * 9 + [S.image_pad] * 4 + [101], dtype=np.int32)
+    view = ids.view()
+    view.flags.writeable = False
+    lay = HandoffLayout(view, (item,), S, family="qwen3_vl", convention="pad_only")
+    off[0], ids[0] = 0, 7
+    assert lay.items[0].first_offset == 9 and lay.token_ids[0] == 100
+    assert HandoffLayout.from_wire(lay.to_wire()) == lay
+
+
+def test_constructors_and_readers_are_bounded_and_typed():
+    """2, 3, 4: every odd value at a constructor or reader is a typed error, in bounded time and memory."""
+    image = lambda runs: MultimodalItem("image", runs, 1, (1, 2, 2))  # noqa: E731
+    for call, field in [
+        (partial(image, [(2**70, 1)]), "PlaceholderRun.offset"),
+        (partial(MultimodalItem.from_arrays, "image", [2**62], [1], (1, 2, 2)), "MultimodalItem.run_offsets"),
+        (partial(MultimodalItem.from_arrays, "image", np.ma.masked_array([0]), [1], (1, 2, 2)), "MultimodalItem"),
+        (partial(MultimodalItem, "video", [(1, 1)], 1, (1, 2, 2), np.array([True]), [(0, 1)]), "MultimodalItem"),
+        (partial(MultimodalItem, "image", [(1, 1)], 1, b"\x01\x02\x02"), "MultimodalItem.grid_thw"),
+        (partial(MultimodalItem, "image", iter(range(10**12)), 1, (1, 2, 2)), "MultimodalItem.runs"),
+        (partial(HandoffLayout, [1, 2], 5, S, family="f", convention="pad_only"), "items"),
+        (partial(HandoffLayout, [1, 2], (), S, family="f", convention="pad_only", mrope_position_ids=[[0], [0, 1]]),
+         "mrope_position_ids"),
+        (partial(HandoffLayout, [1, 2], (), S, family="f", convention="pad_only", mrope_position_delta=2**70),
+         "mrope_position_delta"),
+        (partial(TokenSpec.from_dict, {}), "spec"),
+        (partial(TokenSpec.from_dict, {**S.as_dict(), "timestamps": [1]}), "spec.timestamps"),
+    ]:
+        refused(call, LayoutError, field)
+    from mm_handoff.spec import TimestampVocab
+
+    refused(partial(TimestampVocab, 27, 29, 13, 6486, iter(range(10**12))), LayoutError, "spec.timestamps.digits")
+    refused(partial(TimestampVocab, 27, 29, 13, 6486, bytes(range(15, 25))), LayoutError, "spec.timestamps.digits")
+    video_raw = [100, S.vision_start, S.video_pad, S.vision_end]
+    refused(partial(ADAPTER.rebuild_token_ids, video_raw, video_grid_thw=VIDEO,
+                    video_metadata=[{"fps": 10**400, "frames_indices": [0, 1, 2, 3]}]), HandoffError,
+            "video_metadata[0].fps")
+    refused(partial(ADAPTER.derive_layout, IDS, image_grid_thw=np.ones((3_000_000, 3), dtype=np.int64)),
+            GridMismatchError, "image_grid_thw")
+    refused(partial(ADAPTER.derive_layout, IDS, limits=Limits(max_prompt_len=10)), LayoutError, "token_ids")
+    refused(partial(accept, LAYOUT.to_wire(), embedding_shapes=[(4, 16384)] * 2_000_000), HandoffError, "embeddings")
+    from mm_handoff.limits import limits_from_env
+
+    refused(partial(limits_from_env, {"MM_HANDOFF_LIMITS": "max_items=\u00b2"}), HandoffError, "MM_HANDOFF_LIMITS")
+
+
+def test_payloads_of_many_small_values_or_keys_are_refused_cheaply():
+    """3: a JSON text or dict within the size limit but made of millions of values or keys."""
+    keys = "{" + ",".join(f'"k{i}":1' for i in range(1_000_000)) + "}"
+    numbers = "[" + ",".join(["1e5"] * 3_000_000) + "]"
+    for text in (keys, numbers, numbers.encode()):
+        refused(partial(HandoffLayout.from_wire, text), WireLimitError, "wire.json")
+    many = dict(LAYOUT.to_wire(), **{f"extra{i}": 0 for i in range(2_000_000)})
+    refused(partial(HandoffLayout.from_wire, many), WireFormatError, "wire.payload")
+    import base64
+    import zlib
+
+    payload = LAYOUT.to_wire()  # bytes after the end of the zlib stream: not a payload this package wrote
+    blob = base64.b64decode(payload["arrays"]) + zlib.compress(b"more")
+    refused(partial(HandoffLayout.from_wire, dict(payload, arrays=base64.b64encode(blob).decode())),
+            WireFormatError, "wire.arrays")
+
+
+def test_error_messages_print_huge_containers_cheaply():
+    """6: a message never builds the whole repr of a huge value before cutting it."""
+    import collections
+
+    for value in (frozenset(range(2_000_000)), collections.deque(range(2_000_000)), b"x" * 50_000_000):
+        result, _ = answer(lambda value=value: str(LayoutError("f", value, value)))
+        assert len(result) <= 1000
