@@ -70,8 +70,8 @@ def call_adapter(adapter, method: str, *args, request_id=None, **kwargs):
         exc.with_request(request_id)
         raise
     except Exception as exc:  # a third-party adapter's bug must reach the policy as a typed error
-        raise AdapterError(f"adapter.{method}", f"{method}() of {adapter!r} to succeed",
-                           f"{type(exc).__name__}: {exc}", request_id=request_id,
+        raise AdapterError(f"adapter.{method}", f"{method}() of {_described(adapter)} to succeed",
+                           _described(exc), request_id=request_id,
                            hint="the family adapter failed; see the chained exception") from exc
 
 
@@ -83,8 +83,16 @@ def adapter_value(adapter, name: str, *, request_id=None):
         exc.with_request(request_id)
         raise
     except Exception as exc:  # a third-party adapter's bug reaches the policy as a typed error
-        raise AdapterError(f"adapter.{name}", f"{name} of {adapter!r}", f"{type(exc).__name__}: {exc}",
+        raise AdapterError(f"adapter.{name}", f"{name} of {_described(adapter)}", _described(exc),
                            request_id=request_id) from exc
+
+
+def _described(obj) -> str:
+    """``repr`` of an adapter, or ``Type: message`` of an exception, even when those raise themselves."""
+    try:
+        return f"{type(obj).__name__}: {obj}" if isinstance(obj, BaseException) else repr(obj)
+    except Exception:
+        return f"<{type(obj).__name__}>"
 
 
 
@@ -164,6 +172,15 @@ def check_skew(layout: HandoffLayout, *, family: str, convention: str, tokenizer
     must carry the same one (a layout without one is a skew too). The message says what each side
     has, so a version skew between the two deployments is obvious.
     """
+    if not isinstance(layout, HandoffLayout):
+        raise SkewError("layout", "a HandoffLayout", type(layout).__name__, request_id=request_id)
+    if type(family) is not str or type(convention) is not str or (
+            tokenizer_digest is not None and type(tokenizer_digest) is not str) or (
+            spec is not None and not isinstance(spec, TokenSpec)):
+        raise SkewError("prefill side", "family and convention strings, a digest string or None, a TokenSpec or "
+                        "None", {"family": family, "convention": convention, "tokenizer_digest": tokenizer_digest,
+                                 "spec": type(spec).__name__}, request_id=request_id,
+                        hint="the adapter does not follow the protocol")
     if layout.family != family and not _aliases(layout.family, family):
         raise SkewError("family", f"{family} (prefill)", f"{layout.family} (encoder)", request_id=request_id,
                         hint="encoder and prefill serve different model families")
@@ -228,6 +245,8 @@ def _check_delta(layout: HandoffLayout, adapter, request_id) -> None:
         return
     own = call_adapter(adapter, "mrope_delta", layout.token_ids, image_grid_thw=_grids_of(layout, IMAGE),
                        video_grid_thw=_grids_of(layout, VIDEO), request_id=request_id)
+    if type(own) is not int and not isinstance(own, np.integer):
+        raise AdapterError("adapter.mrope_delta", "an int", type(own).__name__, request_id=request_id)
     if own != layout.mrope_position_delta:
         raise GridMismatchError("mrope_position_delta", f"{own} (from the ids and the layout's grids)",
                                 layout.mrope_position_delta, request_id=request_id,
@@ -301,6 +320,9 @@ def validate(layout: HandoffLayout, adapter=None, *, embeddings=None, embedding_
     engine has it: the layout's timestamps must be the ones it gives (the ids alone cannot tell an honest
     timestamp from a forged one). ``fingerprint``: the encoder's ``layout.fingerprint(include_mrope=False)``.
     """
+    if not isinstance(layout, HandoffLayout):
+        raise HandoffError("layout", "a HandoffLayout (accept_layout decodes a wire payload)", type(layout).__name__,
+                           request_id=request_id)
     _check_mrope(layout, adapter, mrope_position_ids, prompt_token_ids, request_id)
     if adapter is not None:
         _check_side(layout, adapter, request_id)

@@ -151,6 +151,8 @@ class AdapterRegistry:
                 found = self._by_class.get(class_key(base))
                 if found is not None:
                     break
+            if len(self._cache) >= _MAX_CACHED_CLASSES:  # classes, not requests; bounded all the same
+                self._cache.clear()
             self._cache[cls] = found
             return found
 
@@ -206,9 +208,17 @@ class _SourceTreeBuiltin:
         return importlib.import_module("mm_handoff.adapters").register_builtin
 
 
+#: classes whose lookup is remembered (an engine has a handful of processor classes)
+_MAX_CACHED_CLASSES = 256
+
+
 def _looks_like_config(key) -> bool:
-    return not isinstance(key, (str, type)) and isinstance(getattr(key, "model_type", None), str) \
-        and hasattr(key, "to_dict")
+    if isinstance(key, (str, type)):
+        return False
+    try:
+        return isinstance(getattr(key, "model_type", None), str) and hasattr(key, "to_dict")
+    except Exception:  # a config whose properties raise is no config this registry can read
+        return False
 
 
 def _describe(factory) -> str:

@@ -472,3 +472,47 @@ def test_error_messages_print_huge_containers_cheaply():
     for value in (frozenset(range(2_000_000)), collections.deque(range(2_000_000)), b"x" * 50_000_000):
         result, _ = answer(lambda value=value: str(LayoutError("f", value, value)))
         assert len(result) <= 1000
+
+
+def test_misused_checks_and_misbehaving_adapters_are_typed():
+    """6, 8: the public checks called wrongly, and a third-party adapter whose repr, errors or answers misbehave."""
+    from mm_handoff import check_skew, validate
+
+    refused(partial(check_skew, LAYOUT, family="qwen3_vl", convention="pad_only", tokenizer_digest=None, spec={}),
+            SkewError, "prefill side")
+    refused(partial(check_skew, LAYOUT, family=["qwen3_vl"], convention="pad_only", tokenizer_digest=None),
+            SkewError, "prefill side")
+    refused(partial(validate, {}), HandoffError, "layout")
+
+    class Odd(Qwen3VLAdapter):
+        def __repr__(self):
+            raise RuntimeError("repr")
+
+        def check_prompt(self, *a, **k):
+            class Loud(Exception):
+                def __str__(self):
+                    raise RuntimeError("str")
+            raise Loud
+
+        def mrope_delta(self, *a, **k):
+            return np.array([1, 2])
+
+    odd = Odd(convention="pad_only")
+    refused(partial(accept_layout, LAYOUT.to_wire(), odd), AdapterError, "adapter.mrope_delta")
+    refused(partial(accept_layout, LAYOUT.with_mrope(None, None).to_wire(), odd, prompt_token_ids=RAW), AdapterError,
+            "adapter.check_prompt")
+
+    class Config:
+        @property
+        def model_type(self):
+            raise RuntimeError("config")
+
+        def to_dict(self):
+            return {}
+
+    refused(partial(get_adapter, Config()), AdapterError)
+    reg = AdapterRegistry(load_entry_points=False)
+    reg.register(Qwen3VLAdapter, lambda **kw: Qwen3VLAdapter(**kw))
+    for k in range(600):  # lookups by many classes keep a bounded cache
+        reg.get(type(f"Sub{k}", (Qwen3VLAdapter,), {}), convention="pad_only")
+    assert len(reg._cache) <= 256
