@@ -243,10 +243,9 @@ def _check_delta(layout: HandoffLayout, adapter, request_id) -> None:
     """A carried mRoPE delta is what the adapter computes from the ids and the layout's grids."""
     if layout.mrope_position_delta is None:
         return
-    own = call_adapter(adapter, "mrope_delta", layout.token_ids, image_grid_thw=_grids_of(layout, IMAGE),
-                       video_grid_thw=_grids_of(layout, VIDEO), request_id=request_id)
+    own = call_adapter(adapter, "layout_mrope_delta", layout, request_id=request_id)
     if type(own) is not int and not isinstance(own, np.integer):
-        raise AdapterError("adapter.mrope_delta", "an int", type(own).__name__, request_id=request_id)
+        raise AdapterError("adapter.layout_mrope_delta", "an int", type(own).__name__, request_id=request_id)
     if own != layout.mrope_position_delta:
         raise GridMismatchError("mrope_position_delta", f"{own} (from the ids and the layout's grids)",
                                 layout.mrope_position_delta, request_id=request_id,

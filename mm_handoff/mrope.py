@@ -14,11 +14,12 @@ import numpy as np
 
 from ._cache import ByteBoundedCache
 from .errors import GridMismatchError
+from .items import VIDEO
 from .limits import resolve_limits
 from .spec import TokenSpec, normalize_grids
 from .tokens import readonly_ids
 
-__all__ = ["mrope_positions", "mrope_delta", "PATTERNS"]
+__all__ = ["mrope_positions", "mrope_delta", "layout_delta", "PATTERNS"]
 
 
 #: in-run offset patterns of pad runs up to 4,096 pads (~96 KB each) are kept, 4 MiB in all
@@ -153,6 +154,33 @@ def mrope_delta(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_grid_t
     plan = _plan(token_ids, spec, image_grid_thw, video_grid_thw, limits, request_id)
     n = plan[0].shape[0]
     return _peak(*plan) + 1 - n if n else 0
+
+
+def layout_delta(layout, *, request_id=None) -> int:
+    """:func:`mrope_delta` of a layout from its runs and grids alone, O(runs) instead of a pass over
+    the ids: a checked layout's runs are exactly the pad segments ``get_rope_index`` walks, unless two
+    runs of one modality touch (then they would be one segment, and the ids decide, as above)."""
+    items, n, m = layout.items, layout.prompt_len, layout.spec.merge_size
+    if not items:
+        return 0
+    off = np.concatenate([i.run_offsets for i in items])
+    ln = np.concatenate([i.run_lengths for i in items])
+    counts = [i.run_offsets.shape[0] for i in items]
+    grids = np.repeat(np.asarray([(1, h, w) if i.modality == VIDEO else (t, h, w) for i in items
+                                  for t, h, w in (i.grid_thw,)], dtype=np.int64), counts, axis=0)
+    kind = np.repeat(np.fromiter((i.modality == VIDEO for i in items), dtype=bool, count=len(items)), counts)
+    ends = off + ln
+    if bool(((ends[:-1] == off[1:]) & (kind[:-1] == kind[1:])).any()):
+        return mrope_delta(layout.token_ids, layout.spec, request_id=request_id,
+                           image_grid_thw=[i.grid_thw for i in items if i.modality != VIDEO],
+                           video_grid_thw=[i.grid_thw for i in items if i.modality == VIDEO])
+    gt, lh, lw = grids[:, 0], grids[:, 1] // m, grids[:, 2] // m
+    step = np.maximum(grids[:, 1], grids[:, 2]) // m - ln  # what each run adds to the positions after it
+    base = off + np.concatenate(([0], np.cumsum(step)[:-1]))
+    peak = int((base + np.maximum(np.maximum(gt - 1, lh - 1), lw - 1)).max())
+    if int(ends[-1]) < n:  # the prompt ends in text: its last token
+        peak = max(peak, n - 1 + int(step.sum()))
+    return peak + 1 - n
 
 
 def _readonly(arr: np.ndarray) -> np.ndarray:

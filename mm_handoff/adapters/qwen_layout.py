@@ -23,7 +23,7 @@ from ..derive import derive_layout
 from ..errors import GridMismatchError, HandoffError, SkewError
 from ..layout import HandoffLayout, readonly_ids
 from ..limits import resolve_limits
-from ..mrope import mrope_delta, mrope_positions
+from ..mrope import layout_delta, mrope_delta, mrope_positions
 from ..spec import (
     CONVENTIONS,
     PAD_ONLY,
@@ -192,6 +192,9 @@ class QwenLayoutAdapter(Adapter):
                         request_id=None):
         return mrope_positions(token_ids, self.spec, image_grid_thw=image_grid_thw, video_grid_thw=video_grid_thw,
                                limits=limits, request_id=request_id)
+
+    def layout_mrope_delta(self, layout: HandoffLayout, *, request_id=None) -> int:
+        return layout_delta(layout, request_id=request_id)
 
     def mrope_delta(self, token_ids, *, image_grid_thw=None, video_grid_thw=None, limits=None,
                     request_id=None) -> int:

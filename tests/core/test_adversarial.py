@@ -494,11 +494,11 @@ def test_misused_checks_and_misbehaving_adapters_are_typed():
                     raise RuntimeError("str")
             raise Loud
 
-        def mrope_delta(self, *a, **k):
+        def layout_mrope_delta(self, *a, **k):
             return np.array([1, 2])
 
     odd = Odd(convention="pad_only")
-    refused(partial(accept_layout, LAYOUT.to_wire(), odd), AdapterError, "adapter.mrope_delta")
+    refused(partial(accept_layout, LAYOUT.to_wire(), odd), AdapterError, "adapter.layout_mrope_delta")
     refused(partial(accept_layout, LAYOUT.with_mrope(None, None).to_wire(), odd, prompt_token_ids=RAW), AdapterError,
             "adapter.check_prompt")
 

@@ -2,9 +2,12 @@
 
 import numpy as np
 import pytest
+from handoff_strategies import layouts
+from hypothesis import given
 
-from mm_handoff import get_adapter
+from mm_handoff import HandoffLayout, MultimodalItem, get_adapter
 from mm_handoff.errors import GridMismatchError
+from mm_handoff.mrope import layout_delta
 
 
 def test_text_only_is_arange():
@@ -35,3 +38,20 @@ def test_single_run_for_multi_group_video_raises_like_hf():
     ids = [1, s.vision_start] + [s.video_pad] * 8 + [s.vision_end]
     with pytest.raises(GridMismatchError):
         a.mrope_positions(ids, video_grid_thw=[[2, 2, 4]])
+
+
+@given(layouts(mrope=True))
+def test_the_delta_from_the_runs_equals_the_delta_from_the_ids(layout):
+    """What the accept step compares a carried delta with (O(runs)) is mrope_positions' own delta."""
+    assert layout_delta(layout) == layout.mrope_position_delta
+
+
+def test_touching_image_runs_fall_back_to_the_ids():
+    """Two images with no token between them are one pad segment to get_rope_index: the ids decide."""
+    a = get_adapter("qwen3_vl")
+    s = a.spec
+    ids = [7, s.vision_start] + [s.image_pad] * 2 + [s.image_pad] * 2 + [s.vision_end, 8]
+    runs = (MultimodalItem("image", [(2, 2)], 2, (1, 2, 4)), MultimodalItem("image", [(4, 2)], 2, (1, 2, 4)))
+    layout = HandoffLayout(ids, runs, s, family="qwen3_vl", convention="pad_only")
+    with pytest.raises(GridMismatchError):
+        layout_delta(layout)
