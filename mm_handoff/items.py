@@ -111,11 +111,10 @@ def _as_array(values, field: str, expected: str) -> np.ndarray:
 
 def _int_column(values, field: str) -> np.ndarray:
     arr = _as_array(values, field, "a 1-D integer array")
-    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu") or arr.dtype == np.uint64:
         raise LayoutError(field, "a 1-D integer array", f"{arr.dtype} {arr.shape}")
-    if arr.size and (int(arr.max()) > MAX_POSITION or int(arr.min()) < -MAX_POSITION):
-        raise LayoutError(field, f"values in [0, {MAX_POSITION}]", (int(arr.min()), int(arr.max())))
-    # kept as it is when no one can change it (the decoder's slices), else a copy of the caller's array
+    # bounded by the item's own check (one pass for both columns); kept as it is when no one can change it
+    # (the decoder's slices), else a copy of the caller's array
     return _readonly(arr.view() if arr.dtype == np.int64 and frozen(arr) else arr.astype(np.int64))
 
 
@@ -240,10 +239,17 @@ class MultimodalItem:
             raise LayoutError("MultimodalItem.runs", "as many offsets as lengths", (off.shape[0], ln.shape[0]))
         if not off.shape[0]:
             raise LayoutError("MultimodalItem.runs", "at least one pad run", 0)
-        if (int(off[0]) < 0 or int(ln[0]) < 1) if off.shape[0] == 1 else (int(off.min()) < 0 or int(ln.min()) < 1):
-            k = int(np.flatnonzero((off < 0) | (ln < 1))[0])
-            raise LayoutError("PlaceholderRun.offset" if off[k] < 0 else "PlaceholderRun.length",
-                              "an int >= 0 (offset) and >= 1 (length)", (int(off[k]), int(ln[k])))
+        if off.shape[0] == 1:  # the common image: no reductions
+            lo_off = hi_off = int(off[0])
+            lo_ln = hi_ln = int(ln[0])
+        else:
+            lo_off, hi_off, lo_ln, hi_ln = int(off.min()), int(off.max()), int(ln.min()), int(ln.max())
+        if lo_off < 0 or lo_ln < 1 or max(hi_off, hi_ln) > MAX_POSITION:
+            k = int(np.flatnonzero((off < 0) | (ln < 1) | (off > MAX_POSITION) | (ln > MAX_POSITION))[0])
+            raise LayoutError("MultimodalItem.run_offsets" if not 0 <= off[k] <= MAX_POSITION
+                              else "MultimodalItem.run_lengths",
+                              f"an int in [0, {MAX_POSITION}] (offset) and in [1, {MAX_POSITION}] (length)",
+                              (int(off[k]), int(ln[k])))
         total = int(ln[0]) if ln.shape[0] == 1 else int(ln.sum())
         if total != self.embedding_length:
             raise LayoutError("MultimodalItem.runs", f"run lengths summing to embedding_length {self.embedding_length}",
