@@ -17,7 +17,7 @@ import attrs
 import numpy as np
 
 from .errors import LayoutError
-from .spec import strict_int
+from .spec import as_int
 from .tokens import MAX_ID, frozen
 
 __all__ = ["PlaceholderRun", "MultimodalItem", "IMAGE", "VIDEO", "MODALITIES", "as_int"]
@@ -27,17 +27,6 @@ VIDEO = "video"
 MODALITIES = (IMAGE, VIDEO)
 #: the largest position or length a run or span may name (prompts are int32-indexed, like the ids)
 MAX_POSITION = MAX_ID
-
-
-def as_int(value):
-    """An int for ints and integral numbers (numpy ints, 0-d tensors, 4.0); anything else unchanged
-    (the validator then names it)."""
-    if type(value) is int:  # the common case, before strict_int's type ladder
-        return value
-    try:
-        return strict_int(value)
-    except (TypeError, ValueError, OverflowError):
-        return value
 
 
 def _at_least(low: int):

@@ -33,9 +33,11 @@ CONVENTIONS = (PAD_ONLY, REPLACE_WRAPPER)
 _MAX_ID = 2**31 - 1
 
 
-def _plain_int(value):
-    """Converter: a plain int for ints and integral numbers; anything else unchanged (the validator
-    then names it). Never truncates: 1.5 stays 1.5 and is refused."""
+def as_int(value):
+    """Converter: a plain int for ints and integral numbers (numpy ints, 0-d tensors, 4.0); anything
+    else unchanged, for the validator to name. Never truncates: 1.5 stays 1.5 and is refused."""
+    if type(value) is int:  # the common case, before strict_int's type ladder
+        return value
     try:
         return strict_int(value)
     except (TypeError, ValueError, OverflowError):
@@ -56,7 +58,7 @@ def _digit_ids(value: Any) -> Any:
     if isinstance(value, (str, bytes, bytearray)):  # bytes would read as small ids
         return value
     try:
-        return tuple(_plain_int(d) for d in itertools.islice(value, 11))  # ten ids, or one too many
+        return tuple(as_int(d) for d in itertools.islice(value, 11))  # ten ids, or one too many
     except Exception:  # not iterable, or an iterator that fails
         return value
 
@@ -66,13 +68,13 @@ class TimestampVocab:
     """Token ids of ``<{t:.1f} seconds>``: digits are single tokens in the Qwen vocabularies."""
 
     #: id of ``<``
-    open: int = attrs.field(converter=_plain_int, validator=_token_id)
+    open: int = attrs.field(converter=as_int, validator=_token_id)
     #: id of ``>``
-    close: int = attrs.field(converter=_plain_int, validator=_token_id)
+    close: int = attrs.field(converter=as_int, validator=_token_id)
     #: id of ``.``
-    dot: int = attrs.field(converter=_plain_int, validator=_token_id)
+    dot: int = attrs.field(converter=as_int, validator=_token_id)
     #: id of `` seconds``
-    seconds: int = attrs.field(converter=_plain_int, validator=_token_id)
+    seconds: int = attrs.field(converter=as_int, validator=_token_id)
     #: ids of ``0`` .. ``9``
     digits: tuple = attrs.field(converter=_digit_ids)
 
@@ -97,17 +99,17 @@ class TokenSpec:
     """Ids and sizes that define a family's multimodal prompt layout."""
 
     #: ``<|image_pad|>``
-    image_pad: int = attrs.field(converter=_plain_int, validator=_token_id)
+    image_pad: int = attrs.field(converter=as_int, validator=_token_id)
     #: ``<|video_pad|>``
-    video_pad: int = attrs.field(converter=_plain_int, validator=_token_id)
+    video_pad: int = attrs.field(converter=as_int, validator=_token_id)
     #: ``<|vision_start|>``
-    vision_start: int = attrs.field(converter=_plain_int, validator=_token_id)
+    vision_start: int = attrs.field(converter=as_int, validator=_token_id)
     #: ``<|vision_end|>``
-    vision_end: int = attrs.field(converter=_plain_int, validator=_token_id)
+    vision_end: int = attrs.field(converter=as_int, validator=_token_id)
     #: spatial merge size (pads per group = h * w / merge**2)
-    merge_size: int = attrs.field(default=2, converter=_plain_int, validator=_positive)
+    merge_size: int = attrs.field(default=2, converter=as_int, validator=_positive)
     #: frames per temporal patch (2 for Qwen3-VL, 1 for Cosmos3-Edge)
-    temporal_patch_size: int = attrs.field(default=2, converter=_plain_int, validator=_positive)
+    temporal_patch_size: int = attrs.field(default=2, converter=as_int, validator=_positive)
     #: timestamp text ids, when the tokenizer is known
     timestamps: TimestampVocab | None = attrs.field(default=None)
 

@@ -7,6 +7,7 @@ import functools
 
 import numpy as np
 
+from .errors import LayoutError
 from .spec import TokenSpec
 
 __all__ = ["parse_timestamps", "MAX_TS_TOKENS"]
@@ -63,7 +64,7 @@ def _vocab_arrays(spec: TokenSpec) -> tuple:
     """A spec's digit ids and tail template as arrays (a deployment has one or two specs)."""
     vocab = spec.timestamps
     if vocab is None:  # (callers return before; a spec without a vocabulary spells no timestamps)
-        raise ValueError("a spec without a timestamp vocabulary")
+        raise LayoutError("spec.timestamps", "a timestamp vocabulary", None)
     template = np.asarray((vocab.dot, vocab.seconds, vocab.close, spec.vision_start), dtype=np.int64)
     digits = np.asarray(vocab.digits, dtype=np.int64)
     return digits, bool((np.diff(digits) == 1).all()), template
