@@ -170,6 +170,58 @@ def _grid(value) -> tuple:
     return grid
 
 
+def _checked(heads, off: np.ndarray, ln: np.ndarray, seconds, spans) -> list:
+    """Every item's fields from shared columns, all checked at once: a known modality and a grid per
+    item, at least one run each, offsets >= 0 and lengths >= 1 (as many of each), timestamps with their
+    spans, one per group, for video groups only; an item's rows are the sum of its lengths. Returns
+    each item's ``__attrs_init__`` arguments (read-only slices of the columns)."""
+    if off.shape != ln.shape:
+        raise LayoutError("MultimodalItem.runs", "as many offsets as lengths", (off.shape[0], ln.shape[0]))
+    if (seconds is None) != (spans is None):
+        raise LayoutError("MultimodalItem.timestamp_spans", "given together with timestamps",
+                          "only one of timestamps and timestamp_spans")
+    bounds, stamped_at, r, t = [], [], 0, 0
+    for modality, _, runs, stamped in heads:
+        if modality not in MODALITIES:
+            raise LayoutError("MultimodalItem.modality", f"one of {MODALITIES}", modality)
+        if type(runs) is not int or runs < 1:
+            raise LayoutError("MultimodalItem.runs", "at least one pad run", runs)
+        if stamped and modality == IMAGE:
+            raise LayoutError("MultimodalItem.timestamps", "None for an image",
+                              None if seconds is None else seconds[t:t + runs].tolist())
+        bounds.append(r)
+        stamped_at.append(t if stamped else None)
+        r += runs
+        t += runs if stamped else 0
+    if r != off.shape[0]:
+        raise LayoutError("MultimodalItem.runs", f"{r} runs for the items", off.shape[0])
+    if not r:
+        return []
+    for name, values in (("timestamps", seconds), ("timestamp_spans", spans)):
+        if values is not None and values.shape[0] != t:
+            raise LayoutError(f"MultimodalItem.{name}", f"one per group ({t})", values.shape[0])
+    if r == 1:  # the common image: no reductions
+        lo_off = hi_off = int(off[0])
+        lo_ln = hi_ln = int(ln[0])
+        rows = [lo_ln]
+    else:
+        lo_off, hi_off, lo_ln, hi_ln = int(off.min()), int(off.max()), int(ln.min()), int(ln.max())
+        rows = [int(ln.sum())] if len(heads) == 1 else np.add.reduceat(ln, bounds).tolist()
+    if lo_off < 0 or lo_ln < 1 or max(hi_off, hi_ln) > MAX_POSITION:
+        k = int(np.flatnonzero((off < 0) | (ln < 1) | (off > MAX_POSITION) | (ln > MAX_POSITION))[0])
+        raise LayoutError("MultimodalItem.run_offsets" if not 0 <= off[k] <= MAX_POSITION
+                          else "MultimodalItem.run_lengths",
+                          f"an int in [0, {MAX_POSITION}] (offset) and in [1, {MAX_POSITION}] (length)",
+                          (int(off[k]), int(ln[k])))
+    parts = []
+    for (modality, grid, runs, _), a, b, rows_k in zip(heads, bounds, stamped_at, rows, strict=True):
+        sec = sp = None
+        if b is not None:
+            sec, sp = seconds[b:b + runs], spans[b:b + runs]
+        parts.append((modality, off[a:a + runs], ln[a:a + runs], rows_k, _grid(grid), sec, sp))
+    return parts
+
+
 @attrs.frozen(init=False, eq=False, repr=False)
 class MultimodalItem:
     """One image or video in prompt order, with the pad runs that receive its embedding rows.
@@ -198,59 +250,45 @@ class MultimodalItem:
 
     def __init__(self, modality: str, runs, embedding_length: int, grid_thw, timestamps=None,
                  timestamp_spans=None) -> None:
+        if modality not in MODALITIES:
+            raise LayoutError("MultimodalItem.modality", f"one of {MODALITIES}", modality)
+        rows = as_int(embedding_length)
+        if type(rows) is not int or rows < 1:
+            raise LayoutError("MultimodalItem.embedding_length", "an int >= 1", embedding_length)
+        grid = _grid(grid_thw)
         offsets, lengths = (_readonly(c) for c in _run_columns(runs))
-        self._init(modality, offsets, lengths, embedding_length, grid_thw, _seconds(timestamps),
-                   _spans(timestamp_spans))
+        seconds, spans = _seconds(timestamps), _spans(timestamp_spans)
+        (part,) = _checked(((modality, grid, offsets.shape[0], seconds is not None or spans is not None),),
+                           offsets, lengths, seconds, spans)
+        if part[3] != rows:
+            raise LayoutError("MultimodalItem.runs", f"run lengths summing to embedding_length {rows}", part[3])
+        self.__attrs_init__(*part)
 
     @classmethod
     def from_arrays(cls, modality: str, offsets, lengths, grid_thw, seconds=None, spans=None) -> MultimodalItem:
         """An item from its columns (offsets, lengths; seconds and ``(k, 2)`` spans for a video),
         checked in one vectorised pass; its rows are the sum of its lengths."""
-        item = cls.__new__(cls)
         offsets = _int_column(offsets, "MultimodalItem.run_offsets")
-        lengths = _int_column(lengths, "MultimodalItem.run_lengths")
-        item._init(modality, offsets, lengths, int(lengths.sum()), grid_thw, _seconds(seconds), _spans(spans))
-        return item
+        return cls.from_columns(((modality, grid_thw, offsets.shape[0], seconds is not None or spans is not None),),
+                                offsets, lengths, seconds, spans)[0]
 
-    def _init(self, modality, offsets, lengths, rows, grid, seconds, spans) -> None:
-        if modality not in MODALITIES:
-            raise LayoutError("MultimodalItem.modality", f"one of {MODALITIES}", modality)
-        rows = as_int(rows)
-        if type(rows) is not int or rows < 1:
-            raise LayoutError("MultimodalItem.embedding_length", "an int >= 1", rows)
-        self.__attrs_init__(modality, offsets, lengths, rows, _grid(grid), seconds, spans)
-        self._check()
+    @classmethod
+    def from_columns(cls, heads, offsets, lengths, seconds=None, spans=None) -> tuple:
+        """Many items from one set of columns, checked in one vectorised pass for all of them.
 
-    def _check(self) -> None:
-        """Runs present, offsets >= 0, lengths >= 1, summing to the rows; timestamps for video groups only."""
-        off, ln = self.run_offsets, self.run_lengths
-        if off.shape != ln.shape:
-            raise LayoutError("MultimodalItem.runs", "as many offsets as lengths", (off.shape[0], ln.shape[0]))
-        if not off.shape[0]:
-            raise LayoutError("MultimodalItem.runs", "at least one pad run", 0)
-        if off.shape[0] == 1:  # the common image: no reductions
-            lo_off = hi_off = int(off[0])
-            lo_ln = hi_ln = int(ln[0])
-        else:
-            lo_off, hi_off, lo_ln, hi_ln = int(off.min()), int(off.max()), int(ln.min()), int(ln.max())
-        if lo_off < 0 or lo_ln < 1 or max(hi_off, hi_ln) > MAX_POSITION:
-            k = int(np.flatnonzero((off < 0) | (ln < 1) | (off > MAX_POSITION) | (ln > MAX_POSITION))[0])
-            raise LayoutError("MultimodalItem.run_offsets" if not 0 <= off[k] <= MAX_POSITION
-                              else "MultimodalItem.run_lengths",
-                              f"an int in [0, {MAX_POSITION}] (offset) and in [1, {MAX_POSITION}] (length)",
-                              (int(off[k]), int(ln[k])))
-        total = int(ln[0]) if ln.shape[0] == 1 else int(ln.sum())
-        if total != self.embedding_length:
-            raise LayoutError("MultimodalItem.runs", f"run lengths summing to embedding_length {self.embedding_length}",
-                              total)
-        if self.modality == IMAGE and (self.seconds is not None or self.span_array is not None):
-            raise LayoutError("MultimodalItem.timestamps", "None for an image", self.timestamps)
-        for name, values in (("timestamps", self.seconds), ("timestamp_spans", self.span_array)):
-            if values is not None and values.shape[0] != off.shape[0]:
-                raise LayoutError(f"MultimodalItem.{name}", f"one per group ({off.shape[0]})", values.shape[0])
-        if (self.seconds is None) != (self.span_array is None):
-            raise LayoutError("MultimodalItem.timestamp_spans", "given together with timestamps",
-                              "only one of timestamps and timestamp_spans")
+        ``heads``: per item ``(modality, grid_thw, runs, stamped)``; ``offsets`` / ``lengths``: every
+        item's runs, item after item; ``seconds`` / ``spans``: every stamped item's groups, in the same
+        order. Each item holds read-only slices of the columns (what the wire decoder and the
+        derivation hand over: no arrays and no checks of its own per item).
+        """
+        parts = _checked(heads, _int_column(offsets, "MultimodalItem.run_offsets"),
+                         _int_column(lengths, "MultimodalItem.run_lengths"), _seconds(seconds), _spans(spans))
+        out = []
+        for part in parts:
+            item = cls.__new__(cls)
+            item.__attrs_init__(*part)
+            out.append(item)
+        return tuple(out)
 
     # ------------------------------------------------------------------ derived, read-only views
     def _view(self, key: str, build) -> Any:

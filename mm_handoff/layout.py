@@ -58,7 +58,7 @@ from .layout_checks import (
     valid_spec,
 )
 from .spec import CONVENTIONS, TokenSpec
-from .tokens import readonly_ids
+from .tokens import MAX_ID, frozen, readonly_ids
 
 __all__ = ["PlaceholderRun", "MultimodalItem", "HandoffLayout", "IMAGE", "VIDEO", "readonly_ids"]
 
@@ -81,7 +81,7 @@ def _as_tuple(values: Iterable[Any]) -> tuple:
 _MAX_ITEMS = 1 << 16  # far beyond any request (the wire's limit is Limits.max_items)
 
 
-@attrs.frozen(eq=False)
+@attrs.frozen(eq=False, init=False)
 class HandoffLayout:
     """One request's expanded prompt and where its multimodal embeddings go (see module doc).
 
@@ -109,16 +109,34 @@ class HandoffLayout:
     tokenizer_digest: str | None = attrs.field(default=None, kw_only=True, validator=valid_digest)
     _cache: dict = attrs.field(factory=dict, init=False, repr=False)
 
-    def __attrs_post_init__(self) -> None:
+    def __init__(self, token_ids, items, spec: TokenSpec, *, family: str, convention: str,
+                 mrope_position_ids=None, mrope_position_delta=None, tokenizer_digest: str | None = None) -> None:
+        self.__attrs_init__(token_ids, items, spec, family=family, convention=convention,
+                            mrope_position_ids=mrope_position_ids, mrope_position_delta=mrope_position_delta,
+                            tokenizer_digest=tokenizer_digest)
+        self._check()
+
+    def _check(self) -> None:
         """Cross-field invariants; each check names the field it rejects."""
         n = self.prompt_len
         if n == 0:
             raise LayoutError("token_ids", "a non-empty prompt", 0)
         check_items_against_spec(self.items, self.spec.merge_size)
-        check_runs_and_pads(self.token_ids, self.items, self.spec)
+        check_runs_and_pads(self.token_ids, self.rle(), self._columns(), self.spec)
         check_video_groups(self.token_ids, self.items, self.spec)
         check_mrope_len(self.mrope_position_ids, n)
         check_mrope_delta(self.mrope_position_ids, self.mrope_position_delta, n)
+
+    @classmethod
+    def _assembled(cls, token_ids, items, spec: TokenSpec, *, seeds: dict, **kwargs) -> HandoffLayout:
+        """A layout whose derived views its maker hands over (the run-length form, the run columns,
+        the wire content), each computed from the very fields given here; every invariant is then
+        checked as in the constructor, on those views."""
+        layout = cls.__new__(cls)
+        layout.__attrs_init__(token_ids, items, spec, **kwargs)
+        layout._cache.update(seeds)
+        layout._check()
+        return layout
 
     @classmethod
     def from_rle(cls, values, counts, items, spec: TokenSpec, **kwargs) -> HandoffLayout:
@@ -132,10 +150,12 @@ class HandoffLayout:
         if values.ndim != 1 or counts.shape != values.shape or (counts.size and int(counts.min()) < 1):
             raise LayoutError("rle", "values and positive counts of one length", (values.shape, counts.shape))
         values = readonly_ids(values, "rle.values")
-        layout = cls(_readonly(np.repeat(values, counts)), items, spec, **kwargs)  # int32 from int32 values
-        if values.shape[0] < 2 or bool((values[1:] != values[:-1]).all()):
-            layout._cache.setdefault("rle", (values, _readonly(counts.astype(np.int32))))
-        return layout
+        if counts.dtype != np.int32 and counts.size and (counts.dtype.kind not in "iu" or int(counts.max()) > MAX_ID):
+            raise LayoutError("rle.counts", f"int counts in [1, {MAX_ID}]", f"{counts.dtype}, max {counts.max()}")
+        counts = counts if counts.dtype == np.int32 and frozen(counts) else _readonly(counts.astype(np.int32))
+        canonical = values.shape[0] < 2 or not bool((values[1:] == values[:-1]).any())
+        return cls._assembled(_readonly(np.repeat(values, counts)), items, spec,
+                              seeds={"rle": (values, counts)} if canonical else {}, **kwargs)
 
     # ----------------------------------------------------------------- derived, memoised views
     def _memo(self, key, build):
@@ -202,13 +222,27 @@ class HandoffLayout:
     def num_pads(self) -> int:
         return int(sum(self.multimodal_lengths))
 
+    def _columns(self) -> tuple:
+        """Every run's offset and length (int64), the modality of each (0 image, 1 video) and where each
+        item's runs begin (``cu``, one more than the items): the items' columns end to end."""
+        def build():
+            items = self.items
+            if len(items) == 1:
+                item = items[0]
+                k = item.run_offsets.shape[0]
+                return item.run_offsets, item.run_lengths, np.full(k, _ITEM_TYPE[item.modality], np.int8), [0, k]
+            if not items:
+                return _NO_RUNS, _NO_RUNS, _NO_RUNS.astype(np.int8), [0]
+            sizes = [item.run_offsets.shape[0] for item in items]
+            kind = np.repeat(np.array([_ITEM_TYPE[item.modality] for item in items], np.int8), sizes)
+            return (np.concatenate([item.run_offsets for item in items]),
+                    np.concatenate([item.run_lengths for item in items]), kind, [0, *itertools.accumulate(sizes)])
+        return self._memo("cols", build)
+
     def _flat(self):
         def build():
-            empty = np.zeros(0, dtype=np.int64)
-            pos = np.concatenate([item.run_offsets for item in self.items]) if self.items else empty
-            lens = np.concatenate([item.run_lengths for item in self.items]) if self.items else empty
-            cu = np.cumsum([0] + [item.run_offsets.shape[0] for item in self.items])
-            return pos.tolist(), lens.tolist(), cu.tolist()
+            off, ln, _, cu = self._columns()
+            return off.tolist(), ln.tolist(), cu
         return self._memo("flat", build)
 
     def rle(self) -> tuple:
@@ -260,12 +294,17 @@ class HandoffLayout:
         """What travels, as the codec's plain values (:func:`wire.checksum` of them is :meth:`fingerprint`)."""
         def build() -> wire.WireContent:
             values, counts = self.rle()
-            items = tuple(wire.WireItem(item.modality, item.grid_thw, item.run_offsets, item.run_lengths,
-                                        item.seconds, item.span_array) for item in self.items)
+            off, ln, _, _ = self._columns()
+            stamped = [item for item in self.items if item.seconds is not None]
+            heads = tuple((item.modality, item.grid_thw, item.run_offsets.shape[0], item.seconds is not None)
+                          for item in self.items)
             return wire.WireContent(family=self.family, convention=self.convention,
                                     tokenizer_digest=self.tokenizer_digest, spec=self.spec, values=values,
-                                    counts=counts, items=items, mrope_position_delta=self.mrope_position_delta,
-                                    checksum="")
+                                    counts=counts, heads=heads, offsets=off, lengths=ln,
+                                    seconds=np.concatenate([i.seconds for i in stamped]) if stamped else np.zeros(0),
+                                    spans=np.concatenate([i.span_array for i in stamped]) if stamped
+                                    else np.zeros((0, 2), dtype=np.int64),
+                                    mrope_position_delta=self.mrope_position_delta, checksum="")
         return self._memo("content", build)
 
     @classmethod
@@ -278,17 +317,23 @@ class HandoffLayout:
         describing an invalid layout raises the :class:`LayoutError` naming the broken invariant.
         """
         content = wire.decode(obj, limits=limits, request_id=request_id)
+        stamped = len(content.seconds) > 0
+        seconds, spans = (content.seconds, content.spans) if stamped else (None, None)
         try:
-            items = tuple(MultimodalItem.from_arrays(w.modality, w.offsets, w.lengths, w.grid_thw, w.timestamps,
-                                                     w.spans) for w in content.items)
-            layout = cls.from_rle(content.values, content.counts, items, content.spec, family=content.family,
-                                  convention=content.convention, mrope_position_delta=content.mrope_position_delta,
+            items = MultimodalItem.from_columns(content.heads, content.offsets, content.lengths, seconds, spans)
+            kind = np.repeat(np.array([_ITEM_TYPE[m] for m, _, _, _ in content.heads], np.int8),
+                             [k for _, _, k, _ in content.heads])
+            cu = [0, *itertools.accumulate(k for _, _, k, _ in content.heads)]
+            # the decoder's columns are the items' (their runs are slices of them), its content the layout's
+            seeds = {"rle": (content.values, content.counts), "cols": (content.offsets, content.lengths, kind, cu),
+                     "content": attrs.evolve(content, checksum=""), ("fp", False): content.checksum}
+            return cls._assembled(_readonly(np.repeat(content.values, content.counts)), items, content.spec,
+                                  seeds=seeds, family=content.family, convention=content.convention,
+                                  mrope_position_delta=content.mrope_position_delta,
                                   tokenizer_digest=content.tokenizer_digest)
         except LayoutError as exc:
             exc.with_request(request_id)
             raise
-        layout._cache[("fp", False)] = content.checksum  # verified on the same values by the decoder
-        return layout
 
     # ----------------------------------------------------------------------- identity
     def fingerprint(self, *, include_mrope: bool = False) -> str:
@@ -325,6 +370,9 @@ class HandoffLayout:
 def _readonly(arr: np.ndarray) -> np.ndarray:
     arr.flags.writeable = False
     return arr
+
+
+_NO_RUNS = _readonly(np.zeros(0, dtype=np.int64))
 
 
 def _fingerprint(layout: HandoffLayout, include_mrope: bool) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import LayoutError, MropeLengthError
-from .items import IMAGE, MODALITIES, VIDEO, MultimodalItem
+from .items import IMAGE, VIDEO, MultimodalItem
 from .spec import TokenSpec
 from .stamps import parse_timestamps
 from .tokens import frozen
@@ -96,13 +96,39 @@ def check_items_against_spec(items, merge: int) -> None:
                               f"t*h*w/merge^2 = {expected_rows} for grid {item.grid_thw}", item.embedding_length)
 
 
-def check_runs_and_pads(ids: np.ndarray, items, spec: TokenSpec) -> None:
+def check_runs_and_pads(ids: np.ndarray, rle: tuple, columns: tuple, spec: TokenSpec) -> None:
     """All runs inside the prompt, sorted and disjoint; each covers only its modality's pad id, and
-    every pad of that id lies in a run (one pass per modality over the ids)."""
+    every pad of that id lies in a run.
+
+    Read from the ids' run-length form (``rle``, canonical: neighbouring values differ), so the cost
+    is in runs, not ids: the pads of the two modalities are the form's pad segments, and the runs of
+    one modality, where they touch, must join into exactly those segments. ``columns``: every run's
+    offset and length and its modality (0 image, 1 video), in prompt order. A failure is explained
+    by :func:`_explain_runs`, which names the first bad run.
+    """
+    off, ln, kind, _ = columns
     n = ids.shape[0]
-    empty = np.zeros(0, dtype=np.int64)
-    off = np.concatenate([item.run_offsets for item in items]) if items else empty
-    ln = np.concatenate([item.run_lengths for item in items]) if items else empty
+    values, counts = rle
+    ends = off + ln
+    if off.shape[0] and (int(ends[-1]) > n or (off.shape[0] > 1 and bool((off[1:] < ends[:-1]).any()))):
+        _explain_runs(ids, off, ln, kind, spec)  # (sorted and disjoint, the last run ends last)
+    seg = np.flatnonzero((values == spec.image_pad) | (values == spec.video_pad))
+    o, e, k = off, ends, kind
+    if off.shape[0] > seg.shape[0] > 0:  # runs of one modality that touch join into one segment
+        apart = np.flatnonzero((off[1:] != ends[:-1]) | (kind[1:] != kind[:-1]))
+        first, last = np.concatenate(([0], apart + 1)), np.append(apart, off.shape[0] - 1)
+        o, e, k = off[first], ends[last], kind[first]
+    if seg.shape[0] == o.shape[0]:
+        stop = np.cumsum(counts, dtype=np.int64)[seg]
+        if (stop - counts[seg]).tolist() == o.tolist() and stop.tolist() == e.tolist() \
+                and ((values[seg] == spec.video_pad) == k.astype(bool)).all():
+            return
+    _explain_runs(ids, off, ln, kind, spec)
+
+
+def _explain_runs(ids: np.ndarray, off, ln, kind, spec: TokenSpec) -> None:
+    """Raise the LayoutError naming the first run (or the pads) that :func:`check_runs_and_pads` refused."""
+    n = ids.shape[0]
     ends = off + ln
     prev_end = np.concatenate(([0], ends[:-1]))
     outside, unsorted = ends > n, off < prev_end
@@ -112,13 +138,10 @@ def check_runs_and_pads(ids: np.ndarray, items, spec: TokenSpec) -> None:
             raise LayoutError(f"runs[{k}]", f"inside the prompt [0, {n})", (int(off[k]), int(ends[k])))
         raise LayoutError(f"runs[{k}].offset", f">= end of the previous run {int(prev_end[k])} (sorted, disjoint)",
                           int(off[k]))
-    kind = np.repeat(np.fromiter((MODALITIES.index(item.modality) for item in items), dtype=np.int8,
-                                 count=len(items)), [item.run_offsets.shape[0] for item in items])
-    present = {item.modality for item in items}
     for m, (name, pad) in enumerate(((IMAGE, spec.image_pad), (VIDEO, spec.video_pad))):
-        sel = (np.flatnonzero(kind == m) if len(present) > 1 else np.arange(off.shape[0])) if name in present \
-            else empty
+        sel = np.flatnonzero(kind == m)
         _check_pads(ids, name, pad, np.column_stack((off[sel], ends[sel])).ravel(), ln[sel], sel)
+    raise LayoutError("runs", "runs covering exactly the pads", "a mismatch")  # (unreachable: a check above fails)
 
 
 def _check_pads(ids: np.ndarray, name: str, pad: int, bounds, lengths, index) -> None:

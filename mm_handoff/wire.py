@@ -27,19 +27,18 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-import hashlib
 import json
 import zlib
 from typing import Any
 
-import attrs
 import numpy as np
 
 from .errors import HandoffError, WireChecksumError, WireFormatError, WireLimitError, WireVersionError
 from .limits import Limits, resolve_limits
 from .spec import TokenSpec
+from .wire_content import WireContent, WireItem, checksum, columns_of
 
-__all__ = ["WireLimits", "WireContent", "WireItem", "encode", "decode", "checksum", "FORMAT", "VERSION"]
+__all__ = ["WireLimits", "WireContent", "WireItem", "columns_of", "encode", "decode", "checksum", "FORMAT", "VERSION"]
 
 FORMAT = "mm-handoff.layout"
 VERSION = 3  # 2: the checksum is the layout's fingerprint (sha256, what travels); 3: hashed column by column
@@ -56,37 +55,6 @@ _TS_KEYS = {"open", "close", "dot", "seconds", "digits"}
 WireLimits = Limits
 
 
-@attrs.frozen
-class WireItem:
-    """One item as the wire carries it: modality, grid, its runs, and per-group timestamps + spans.
-
-    Sequences: :func:`encode` takes any; :func:`decode` gives int64 arrays (offsets, lengths, spans
-    as ``(k, 2)``) and a float64 array of seconds.
-    """
-
-    modality: str
-    grid_thw: tuple
-    offsets: Any
-    lengths: Any
-    timestamps: Any = None
-    spans: Any = None
-
-
-@attrs.frozen
-class WireContent:
-    """Everything a payload carries, as plain values (ids run-length encoded)."""
-
-    family: str
-    convention: str
-    tokenizer_digest: str | None
-    spec: TokenSpec
-    values: Any
-    counts: Any
-    items: tuple
-    mrope_position_delta: int | None
-    checksum: str
-
-
 def _delta(values) -> np.ndarray:
     arr = np.asarray(values, dtype=np.int64)
     out = arr.copy()
@@ -94,26 +62,17 @@ def _delta(values) -> np.ndarray:
     return out
 
 
-def _joined(parts: list, shape: tuple) -> np.ndarray:
-    """Sequences (tuples or arrays) joined into one int64 array of ``shape``."""
-    return np.concatenate([np.asarray(p, dtype=np.int64).reshape(shape) for p in parts]) if parts \
-        else np.zeros((0,) + shape[1:], dtype=np.int64)
-
-
 def encode(content: WireContent) -> dict:
     """Encode as a JSON-safe dict (see module doc for what it carries)."""
     values, counts = content.values, content.counts
-    offsets = _joined([w.offsets for w in content.items], (-1,))
-    lengths = _joined([w.lengths for w in content.items], (-1,))
-    stamped = [w for w in content.items if w.timestamps is not None]
+    offsets = np.asarray(content.offsets, dtype=np.int64)
+    spans = np.asarray(content.spans, dtype=np.int64).reshape(-1, 2)
     # seconds print with one decimal (the layout checks it), so x10 rounds to the exact deciseconds
-    deci = np.round(np.concatenate([np.asarray(w.timestamps, dtype=np.float64) for w in stamped]) * 10) \
-        if stamped else np.zeros(0)
-    spans = _joined([w.spans for w in stamped], (-1, 2))
-    blob = np.concatenate([values, counts, _delta(offsets), lengths, _delta(deci.astype(np.int64)),
+    deci = np.round(np.asarray(content.seconds, dtype=np.float64) * 10).astype(np.int64)
+    blob = np.concatenate([values, counts, _delta(offsets), content.lengths, _delta(deci),
                            _delta(spans[:, 0]), spans[:, 1] - spans[:, 0]]).astype("<i4").tobytes()
-    items = [{"modality": w.modality, "grid_thw": list(w.grid_thw), "runs": len(w.offsets),
-              "timestamps": w.timestamps is not None} for w in content.items]
+    items = [{"modality": m, "grid_thw": list(g), "runs": k, "timestamps": stamped} for m, g, k, stamped
+             in content.heads]
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -147,13 +106,15 @@ def _int(v, field, rid, *, low: int | None = None, high: int | None = None) -> i
     return v
 
 
-def _dict(v, field, keys, rid, optional=frozenset()) -> dict:
+def _dict(v, field, keys, rid) -> dict:
+    if type(v) is dict and v.keys() == keys:  # the honest payload: one set comparison (str keys only can equal)
+        return v
     if type(v) is not dict:
         raise _fail(field, "an object (a plain dict)", _typename(v), rid)
     if len(v) > len(keys):  # before looking at any key: a dict of millions of keys costs nothing here
         raise _fail(field, f"keys {sorted(keys)}", f"{len(v)} keys", rid)
     try:
-        missing, extra = keys - optional - set(v), [k for k in v if not (type(k) is str and k in keys)]
+        missing, extra = keys - set(v), [k for k in v if not (type(k) is str and k in keys)]
     except Exception:  # a key whose hash or comparison raises (an in-process dict of odd keys)
         raise _fail(field, f"keys {sorted(keys)}", "unreadable keys", rid) from None
     if missing:
@@ -173,7 +134,7 @@ def _list(v, field, rid, max_len: int) -> list | tuple:
 
 
 def _decode_arrays(v, rid, expected_values: int) -> np.ndarray:
-    """base64 -> zlib -> int32, never inflating past the size the declared counts imply."""
+    """base64 -> zlib -> read-only int32, never inflating past the size the declared counts imply."""
     if type(v) is not str:
         raise _fail("arrays", "a base64 string", _typename(v), rid)
     want = 4 * expected_values
@@ -192,20 +153,35 @@ def _decode_arrays(v, rid, expected_values: int) -> np.ndarray:
         raise _fail("arrays", "a zlib stream", f"corrupt ({exc})", rid) from None
     if len(raw) != want or inflater.unconsumed_tail or not inflater.eof or inflater.unused_data:
         raise _fail("arrays", f"{want} bytes for the declared sizes", f"{len(raw)}+ bytes", rid)
-    return np.frombuffer(raw, dtype="<i4").astype(np.int64)
+    return np.frombuffer(raw, dtype="<i4")  # read-only: a view of the inflated bytes
+
+
+_SPEC_ORDER = tuple(sorted(_SPEC_KEYS - {"timestamps"}))
+_TS_ORDER = tuple(sorted(_TS_KEYS - {"digits"}))
+_MAX_SPEC_INT = 2**31 - 1
+
+
+def _spec_ints(v: dict, names: tuple, field: str, rid) -> tuple:
+    """``v``'s values under ``names``, each a plain int in [0, 2**31 - 1] (the first bad one is named)."""
+    values = tuple(v[k] for k in names)
+    if all(type(x) is int and 0 <= x <= _MAX_SPEC_INT for x in values):
+        return values
+    for k, x in zip(names, values, strict=True):
+        _int(x, f"{field}{k}", rid, low=0, high=_MAX_SPEC_INT)
+    return values  # (unreachable: one of them failed)
 
 
 def _decode_spec(v, rid) -> TokenSpec:
     v = _dict(v, "spec", _SPEC_KEYS, rid)
-    args = {k: _int(v[k], f"spec.{k}", rid, low=0, high=2**31 - 1) for k in _SPEC_KEYS - {"timestamps"}}
     ts = v["timestamps"]
+    key: tuple = (_spec_ints(v, _SPEC_ORDER, "spec.", rid), None)
     if ts is not None:
         ts = _dict(ts, "spec.timestamps", _TS_KEYS, rid)
         digits = _list(ts["digits"], "spec.timestamps.digits", rid, 10)
-        ts = dict({k: _int(ts[k], f"spec.timestamps.{k}", rid, low=0, high=2**31 - 1) for k in _TS_KEYS - {"digits"}},
-                  digits=[_int(d, "spec.timestamps.digits", rid, low=0, high=2**31 - 1) for d in digits])
-    key = (tuple(sorted(args.items())), None if ts is None else (tuple(sorted(
-        (k, v) for k, v in ts.items() if k != "digits")), tuple(ts["digits"])))
+        if not all(type(d) is int and 0 <= d <= _MAX_SPEC_INT for d in digits):
+            for d in digits:
+                _int(d, "spec.timestamps.digits", rid, low=0, high=_MAX_SPEC_INT)
+        key = (key[0], (_spec_ints(ts, _TS_ORDER, "spec.timestamps.", rid), tuple(digits)))
     try:
         return _spec_of(key)
     except HandoffError as exc:  # ids that no spec may have (two alike, say)
@@ -218,24 +194,40 @@ def _spec_of(key: tuple) -> TokenSpec:
     """The spec a checked field tuple describes. A deployment has one or two specs, so the last 16
     are kept (a few hundred bytes each), not one per request."""
     fields, ts = key
-    vocab = None if ts is None else dict(ts[0], digits=list(ts[1]))
-    return TokenSpec.from_dict(dict(fields, timestamps=vocab))
+    vocab = None if ts is None else dict(zip(_TS_ORDER, ts[0], strict=True), digits=list(ts[1]))
+    return TokenSpec.from_dict(dict(zip(_SPEC_ORDER, fields, strict=True), timestamps=vocab))
 
 
 def _decode_item(k: int, v, rid) -> tuple:
+    """``(modality, grid, runs, stamped)`` of one item's header, each of its exact type and in range."""
+    if type(v) is dict and v.keys() == _ITEM_KEYS:
+        modality, grid, runs, stamped = v["modality"], v["grid_thw"], v["runs"], v["timestamps"]
+        if type(modality) is str and modality in _MODALITIES and type(grid) is list and len(grid) == 3 \
+                and all(type(g) is int and 1 <= g <= _MAX_SPEC_INT for g in grid) \
+                and type(runs) is int and 1 <= runs <= _MAX_SPEC_INT and type(stamped) is bool:
+            return modality, tuple(grid), runs, stamped
+    _explain_item(k, v, rid)
+    raise _fail(f"items[{k}]", "an item header", v, rid)  # (unreachable: the explanation raised)
+
+
+_MODALITIES = ("image", "video")
+
+
+def _explain_item(k: int, v, rid) -> None:
+    """Name the first field of a bad item header."""
     f = f"items[{k}]"
     v = _dict(v, f, _ITEM_KEYS, rid)
     modality = v["modality"]
-    if type(modality) is not str or modality not in ("image", "video"):
+    if type(modality) is not str or modality not in _MODALITIES:
         raise _fail(f"{f}.modality", "'image' or 'video'", modality, rid)
     grid = v["grid_thw"]
     if type(grid) not in (list, tuple) or len(grid) != 3:
         raise _fail(f"{f}.grid_thw", "[t, h, w]", grid, rid)
-    grid = tuple(_int(g, f"{f}.grid_thw", rid, low=1, high=2**31 - 1) for g in grid)
-    runs = _int(v["runs"], f"{f}.runs", rid, low=1, high=2**31 - 1)
+    for g in grid:
+        _int(g, f"{f}.grid_thw", rid, low=1, high=_MAX_SPEC_INT)
+    _int(v["runs"], f"{f}.runs", rid, low=1, high=_MAX_SPEC_INT)
     if type(v["timestamps"]) is not bool:
         raise _fail(f"{f}.timestamps", "a bool", _typename(v["timestamps"]), rid)
-    return modality, grid, runs, v["timestamps"]
 
 
 def _load(obj, limits: Limits, rid) -> dict:
@@ -302,48 +294,42 @@ def _header(obj: dict, limits: Limits, rid) -> tuple:
 
 
 def _split_arrays(arrays: np.ndarray, n: int, sizes: tuple, rid) -> tuple:
-    """The blob's sections, with run bounds and timestamps checked against the prompt length."""
+    """The blob's sections as read-only columns; the ids' run-length form checked here (positive counts
+    summing to the prompt length, so the ids cost what the header declared; one canonical form; ids
+    >= 0). The runs, timestamps and spans are the items' and the layout's to check."""
     n_rle, n_runs, n_ts = sizes
-    values, counts, rest = arrays[:n_rle], arrays[n_rle:2 * n_rle], arrays[2 * n_rle:]
-    offsets, lengths = np.cumsum(rest[:n_runs]), rest[n_runs:2 * n_runs]
-    deci = np.cumsum(rest[2 * n_runs:2 * n_runs + n_ts])
-    span_start = np.cumsum(rest[2 * n_runs + n_ts:2 * n_runs + 2 * n_ts])
-    span_len = rest[2 * n_runs + 2 * n_ts:]
+    values, counts = arrays[:n_rle], arrays[n_rle:2 * n_rle]
     if int(counts.min()) < 1:
         raise _fail("arrays.counts", "positive run lengths", int(counts.min()), rid)
-    repeats = np.flatnonzero(values[1:] == values[:-1])
-    if repeats.size:  # one canonical form, so the checksum of the plain values is the layout's
-        k = int(repeats[0])
-        raise _fail("arrays.values", "a run-length form whose neighbouring values differ",
-                    f"value {int(values[k])} repeated at runs {k} and {k + 1}", rid)
-    if int(values.min()) < 0 or int(values.max()) > 2**31 - 1:
-        raise _fail("arrays.values", "token ids in [0, 2**31 - 1]", (int(values.min()), int(values.max())), rid)
-    total = int(counts.sum())
+    if int(values.min()) < 0:
+        raise _fail("arrays.values", f"token ids in [0, {_MAX_SPEC_INT}]", int(values.min()), rid)
+    total = int(counts.sum(dtype=np.int64))
     if total != n:
         raise _fail("arrays.counts", f"run lengths summing to length {n}", total, rid)
-    if n_runs and (int(lengths.min()) < 1 or int(offsets.min()) < 0 or int((offsets + lengths).max()) > n):
-        k = int(np.flatnonzero((lengths < 1) | (offsets < 0) | (offsets + lengths > n))[0])
-        raise _fail(f"arrays.runs[{k}]", f"a run inside [0, {n})", (int(offsets[k]), int(lengths[k])), rid)
-    if n_ts and (int(span_len.min()) < 1 or int(span_start.min()) < 0 or int(deci.min()) < 0):
-        k = int(np.flatnonzero((span_len < 1) | (span_start < 0) | (deci < 0))[0])
-        raise _fail(f"arrays.timestamps[{k}]", "a non-negative timestamp and a non-empty span",
-                    {"deciseconds": int(deci[k]), "span": (int(span_start[k]), int(span_start[k] + span_len[k]))}, rid)
-    return values, counts, offsets, lengths, deci, span_start, span_len
+    if n_rle > 1 and (values[1:] == values[:-1]).any():  # one canonical form: its checksum is the layout's
+        k = int(np.flatnonzero(values[1:] == values[:-1])[0])
+        raise _fail("arrays.values", "a run-length form whose neighbouring values differ",
+                    f"value {int(values[k])} repeated at runs {k} and {k + 1}", rid)
+    at = 2 * n_rle
+    offsets = _readonly(np.cumsum(arrays[at:at + n_runs], dtype=np.int64))
+    lengths = _readonly(arrays[at + n_runs:at + 2 * n_runs].astype(np.int64))
+    if not n_ts:
+        return values, counts, offsets, lengths, _NO_SECONDS, _NO_SPANS
+    at += 2 * n_runs
+    seconds = _readonly(np.cumsum(arrays[at:at + n_ts], dtype=np.int64) / 10)
+    spans = np.empty((n_ts, 2), dtype=np.int64)
+    np.cumsum(arrays[at + n_ts:at + 2 * n_ts], out=spans[:, 0])
+    np.add(spans[:, 0], arrays[at + 2 * n_ts:], out=spans[:, 1])
+    return values, counts, offsets, lengths, seconds, _readonly(spans)
 
 
-def _items(heads, offsets, lengths, deci, span_start, span_len) -> tuple:
-    """Per item, slices of the decoded arrays (the layout builds its runs from them in one pass)."""
-    seconds = deci / 10
-    spans = np.column_stack((span_start, span_start + span_len))
-    items, r, t = [], 0, 0
-    for modality, grid, k, stamped in heads:
-        ts = sp = None
-        if stamped:
-            ts, sp = seconds[t:t + k], spans[t:t + k]
-            t += k
-        items.append(WireItem(modality, grid, offsets[r:r + k], lengths[r:r + k], ts, sp))
-        r += k
-    return tuple(items)
+def _readonly(arr: np.ndarray) -> np.ndarray:
+    arr.flags.writeable = False
+    return arr
+
+
+_NO_SECONDS = _readonly(np.zeros(0))
+_NO_SPANS = _readonly(np.zeros((0, 2), dtype=np.int64))
 
 
 def decode(obj, *, limits: Limits | None = None, request_id=None) -> WireContent:
@@ -356,35 +342,12 @@ def decode(obj, *, limits: Limits | None = None, request_id=None) -> WireContent
     spec = _decode_spec(obj["spec"], rid)
     n_rle, n_runs, n_ts = sizes
     arrays = _decode_arrays(obj["arrays"], rid, 2 * n_rle + 2 * n_runs + 3 * n_ts)
-    values, counts, offsets, lengths, deci, span_start, span_len = _split_arrays(arrays, n, sizes, rid)
+    values, counts, offsets, lengths, seconds, spans = _split_arrays(arrays, n, sizes, rid)
     content = WireContent(family=obj["family"], convention=obj["convention"], tokenizer_digest=digest, spec=spec,
-                          values=values.astype(np.int32), counts=counts.astype(np.int32),
-                          items=_items(heads, offsets, lengths, deci, span_start, span_len),
-                          mrope_position_delta=delta, checksum=obj["checksum"])
+                          values=values, counts=counts, heads=tuple(heads), offsets=offsets, lengths=lengths,
+                          seconds=seconds, spans=spans, mrope_position_delta=delta, checksum=obj["checksum"])
     actual = checksum(content)
     if actual != content.checksum:
         raise WireChecksumError("wire.checksum", content.checksum, actual, request_id=rid,
                                 hint="the payload was altered in transit")
     return content
-
-
-def checksum(content: WireContent) -> str:
-    """The layout's fingerprint, from plain values: a sha256 of what travels (ids in their canonical
-    run-length form, items with their runs, timestamps and spans, spec, family, convention, tokenizer
-    digest, mRoPE delta). :meth:`HandoffLayout.fingerprint` is this function of the layout."""
-    h = hashlib.sha256()  # hardware-accelerated on current CPUs: ~2x blake2b over the ~45 KB of 384 groups
-    h.update(b"mm-handoff-layout/4\0")
-    stamped = [w for w in content.items if w.timestamps is not None]
-    heads = [(w.modality, tuple(w.grid_thw), len(w.offsets), w.timestamps is not None) for w in content.items]
-    h.update(repr((content.family, content.convention, content.tokenizer_digest, content.spec.digest(),
-                   content.mrope_position_delta, heads)).encode())
-    for column in (content.values, content.counts):
-        h.update(np.ascontiguousarray(column, dtype="<i4").tobytes())
-    # every item's runs, then every stamped group's seconds and spans, one column at a time (the
-    # headers above say where each item's part begins)
-    h.update(_joined([w.offsets for w in content.items], (-1,)).astype("<i8").tobytes())
-    h.update(_joined([w.lengths for w in content.items], (-1,)).astype("<i8").tobytes())
-    if stamped:
-        h.update(np.concatenate([np.asarray(w.timestamps, dtype="<f8") for w in stamped]).tobytes())
-        h.update(_joined([w.spans for w in stamped], (-1, 2)).astype("<i8").tobytes())
-    return h.hexdigest()[:32]

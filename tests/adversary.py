@@ -24,7 +24,10 @@ def content_of(layout: HandoffLayout) -> wire.WireContent:
 
 
 def resealed(content: wire.WireContent, **changes) -> dict:
-    """``content`` with ``changes``, encoded with its checksum recomputed: the lie verifies."""
+    """``content`` with ``changes`` (``items``: :class:`~mm_handoff.wire.WireItem` values, joined into the
+    content's columns), encoded with its checksum recomputed: the lie verifies."""
+    if "items" in changes:
+        changes.update(wire.columns_of(changes.pop("items")))
     content = attrs.evolve(content, **changes)
     return wire.encode(attrs.evolve(content, checksum=wire.checksum(content)))
 
