@@ -1,9 +1,11 @@
-"""Derive a :class:`HandoffLayout` from expanded token ids, in O(L) numpy.
+"""Derive a :class:`HandoffLayout` from expanded token ids: one O(L) pass, the rest over runs.
 
-Items are delimited the way TensorRT-LLM's aggregated path does it (its mask helpers): all pad
-positions of a modality in prompt order, split into items by the cumulative per-item pad counts
-(from the grids), and into runs wherever positions stop being consecutive or an item ends. This
-works for every convention (with or without the outer wrapper) and for the stock single-run shape.
+The one pass over the ids is their run-length form (which the layout keeps and the wire form
+carries). Items are then delimited the way TensorRT-LLM's aggregated path does it (its mask
+helpers): all pad segments of a modality in prompt order, split into items by the cumulative
+per-item pad counts (from the grids), and into runs wherever pads stop being consecutive or an
+item ends. This works for every convention (with or without the outer wrapper) and for the stock
+single-run shape.
 """
 
 from __future__ import annotations
@@ -12,37 +14,34 @@ import numpy as np
 
 from .errors import GridMismatchError, LayoutError
 from .items import IMAGE, VIDEO, MultimodalItem
-from .layout import HandoffLayout, readonly_ids
+from .layout import HandoffLayout, readonly_ids, run_length_form
 from .limits import resolve_limits
 from .spec import TokenSpec, item_lengths, normalize_grids
 from .stamps import parse_timestamps
 
 __all__ = ["derive_layout"]
 
-def _split_runs(ids: np.ndarray, pad: int, lengths: list, modality: str, request_id=None):
-    """Maximal pad runs, split at item boundaries given by the per-item pad counts.
+
+def _split_runs(values: np.ndarray, counts: np.ndarray, stop: np.ndarray, pad: int, lengths: list, modality: str,
+                request_id=None):
+    """The pad segments of the run-length form (maximal runs), split at item boundaries given by the
+    per-item pad counts: ``(offsets, lengths)`` per item.
 
     Works in "pad-count space": run ends and item ends are both cumulative pad counts, their union
-    gives the pieces, and each piece maps back to a prompt offset through its run. Only O(L) work is
-    one compare and one diff over the ids; the rest is over runs and items.
+    gives the pieces, and each piece maps back to a prompt offset through its run.
     """
-    field = f"{modality} pads"
-    total = int(sum(lengths))
-    if not total and not (ids == pad).any():  # no item of this modality: one compare, not the run split
-        return []
-    hit = np.empty(ids.shape[0] + 2, dtype=np.int8)
-    hit[0] = hit[-1] = 0
-    np.equal(ids, pad, out=hit[1:-1].view(bool))
-    edges = np.flatnonzero(hit[1:] != hit[:-1])
-    starts, ends = edges[0::2], edges[1::2]
-    run_len = ends - starts
-    found = int(run_len.sum())
+    seg = np.flatnonzero(values == pad)
+    run_len = counts[seg].astype(np.int64)
+    run_cum = np.cumsum(run_len)
+    total, found = int(sum(lengths)), int(run_cum[-1]) if seg.shape[0] else 0
     if found != total:
-        raise GridMismatchError(field, f"{total} (sum over the {modality} grids)", found, request_id=request_id,
-                                hint="the prompt's pads and the grids describe different items")
+        raise GridMismatchError(f"{modality} pads", f"{total} (sum over the {modality} grids)", found,
+                                request_id=request_id, hint="the prompt's pads and the grids describe different items")
     if total == 0:
         return []
-    run_cum = np.cumsum(run_len)
+    starts = stop[seg] - run_len
+    if len(lengths) == seg.shape[0] and run_len.tolist() == lengths:  # one run per item: the common image
+        return [(starts[k:k + 1], run_len[k:k + 1]) for k in range(len(lengths))]
     item_cum = np.cumsum(lengths)
     # piece ends in pad-count space, last == total (one item: its only end is the last run's)
     cuts = run_cum if len(lengths) == 1 else np.union1d(run_cum, item_cum)
@@ -72,30 +71,41 @@ def derive_layout(
     ids = readonly_ids(token_ids, max_len=resolve_limits(limits).max_prompt_len)
     image_grids = normalize_grids(image_grid_thw, "image_grid_thw", merge_size=spec.merge_size, limits=limits)
     video_grids = normalize_grids(video_grid_thw, "video_grid_thw", merge_size=spec.merge_size, limits=limits)
+    values, counts = rle = run_length_form(ids)
+    stop = np.cumsum(counts, dtype=np.int64)
     groups = []
     for modality, pad, grids in ((IMAGE, spec.image_pad, image_grids), (VIDEO, spec.video_pad, video_grids)):
-        runs_per_item = _split_runs(ids, pad, item_lengths(grids, spec.merge_size), modality, request_id)
+        runs_per_item = _split_runs(values, counts, stop, pad, item_lengths(grids, spec.merge_size), modality,
+                                    request_id)
         for grid, (offsets, lengths) in zip(grids, runs_per_item, strict=True):
             groups.append((int(offsets[0]), modality, grid, offsets, lengths))
     groups.sort(key=lambda g: g[0])
-    items = []
-    for _, modality, grid, offsets, lengths in groups:
+    heads, parsed = [], {}
+    for k, (_, modality, grid, offsets, _) in enumerate(groups):
         stamps = parse_timestamps(ids, spec, offsets) if modality == VIDEO else None
-        try:
-            seconds, spans = (None, None) if stamps is None else (stamps[0], np.column_stack(stamps[1:]))
-            items.append(MultimodalItem.from_arrays(modality, offsets, lengths, grid, seconds, spans))
-        except LayoutError as exc:
-            exc.with_request(request_id)
-            raise
+        if stamps is not None:
+            parsed[k] = stamps
+        heads.append((modality, grid, offsets.shape[0], stamps is not None))
+    cat = np.concatenate
+    try:
+        items = MultimodalItem.from_columns(
+            heads, cat([g[3] for g in groups]) if groups else [], cat([g[4] for g in groups]) if groups else [],
+            cat([s[0] for s in parsed.values()]) if parsed else None,
+            np.column_stack((cat([s[1] for s in parsed.values()]), cat([s[2] for s in parsed.values()])))
+            if parsed else None)
+    except LayoutError as exc:
+        exc.with_request(request_id)
+        raise
     positions = delta = None
     if mrope:
         from .mrope import mrope_positions
         positions, delta = mrope_positions(ids, spec, image_grid_thw=image_grids, video_grid_thw=video_grids,
                                            limits=limits, request_id=request_id)
     try:
-        return HandoffLayout(ids, tuple(items), spec, family=family, convention=convention,
-                             mrope_position_ids=positions, mrope_position_delta=delta,
-                             tokenizer_digest=tokenizer_digest)
+        # the run-length form and the timestamps are the ids' own (computed above from these very ids)
+        return HandoffLayout._assembled(ids, items, spec, seeds={"rle": rle, "parsed": parsed}, family=family,
+                                        convention=convention, mrope_position_ids=positions,
+                                        mrope_position_delta=delta, tokenizer_digest=tokenizer_digest)
     except LayoutError as exc:
         exc.with_request(request_id)
         raise

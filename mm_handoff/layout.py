@@ -60,7 +60,7 @@ from .layout_checks import (
 from .spec import CONVENTIONS, TokenSpec
 from .tokens import MAX_ID, frozen, readonly_ids
 
-__all__ = ["PlaceholderRun", "MultimodalItem", "HandoffLayout", "IMAGE", "VIDEO", "readonly_ids"]
+__all__ = ["PlaceholderRun", "MultimodalItem", "HandoffLayout", "IMAGE", "VIDEO", "readonly_ids", "run_length_form"]
 
 _ITEM_TYPE = {IMAGE: 0, VIDEO: 1}  # TensorRT-LLM's item_types vocabulary
 
@@ -123,7 +123,7 @@ class HandoffLayout:
             raise LayoutError("token_ids", "a non-empty prompt", 0)
         check_items_against_spec(self.items, self.spec.merge_size)
         check_runs_and_pads(self.token_ids, self.rle(), self._columns(), self.spec)
-        check_video_groups(self.token_ids, self.items, self.spec)
+        check_video_groups(self.token_ids, self.items, self.spec, self._cache.pop("parsed", None))
         check_mrope_len(self.mrope_position_ids, n)
         check_mrope_delta(self.mrope_position_ids, self.mrope_position_delta, n)
 
@@ -247,12 +247,7 @@ class HandoffLayout:
 
     def rle(self) -> tuple:
         """Run-length form of the ids: (values, counts), read-only int32; memoised."""
-        def build():
-            ids = self.token_ids
-            starts = np.concatenate(([0], np.flatnonzero(ids[1:] != ids[:-1]) + 1))
-            counts = np.diff(np.append(starts, ids.shape[0])).astype(np.int32)
-            return _readonly(ids[starts]), _readonly(counts)
-        return self._memo("rle", build)
+        return self._memo("rle", lambda: run_length_form(self.token_ids))
 
     def token_id_list(self) -> list:
         """The ids as a Python list (what TensorRT-LLM's dataclasses take): the commonest pad repeated
@@ -288,7 +283,7 @@ class HandoffLayout:
     # ----------------------------------------------------------------------- wire form
     def to_wire(self) -> dict:
         """JSON-safe, checksummed form (:mod:`mm_handoff.wire`); mRoPE ids are not shipped."""
-        return wire.encode(attrs.evolve(self._content(), checksum=self.fingerprint()))
+        return wire.encode(self._content(), checksum=self.fingerprint())
 
     def _content(self) -> wire.WireContent:
         """What travels, as the codec's plain values (:func:`wire.checksum` of them is :meth:`fingerprint`)."""
@@ -326,7 +321,7 @@ class HandoffLayout:
             cu = [0, *itertools.accumulate(k for _, _, k, _ in content.heads)]
             # the decoder's columns are the items' (their runs are slices of them), its content the layout's
             seeds = {"rle": (content.values, content.counts), "cols": (content.offsets, content.lengths, kind, cu),
-                     "content": attrs.evolve(content, checksum=""), ("fp", False): content.checksum}
+                     "content": content, ("fp", False): content.checksum}
             return cls._assembled(_readonly(np.repeat(content.values, content.counts)), items, content.spec,
                                   seeds=seeds, family=content.family, convention=content.convention,
                                   mrope_position_delta=content.mrope_position_delta,
@@ -370,6 +365,17 @@ class HandoffLayout:
 def _readonly(arr: np.ndarray) -> np.ndarray:
     arr.flags.writeable = False
     return arr
+
+
+def run_length_form(ids: np.ndarray) -> tuple:
+    """``(values, counts)`` of non-empty ids, read-only int32, canonical (neighbouring values differ):
+    the one pass over the ids that everything else about a layout is read from."""
+    edges = np.nonzero(ids[1:] != ids[:-1])[0]
+    bounds = np.empty(edges.shape[0] + 2, dtype=np.int64)
+    bounds[0], bounds[-1] = 0, ids.shape[0]
+    np.add(edges, 1, out=bounds[1:-1])
+    counts = (bounds[1:] - bounds[:-1]).astype(np.int32)
+    return _readonly(ids[bounds[:-1]]), _readonly(counts)
 
 
 _NO_RUNS = _readonly(np.zeros(0, dtype=np.int64))

@@ -162,22 +162,25 @@ def _check_pads(ids: np.ndarray, name: str, pad: int, bounds, lengths, index) ->
                           hint="a pad outside every run")
 
 
-def check_video_groups(ids: np.ndarray, items, spec: TokenSpec) -> None:
+def check_video_groups(ids: np.ndarray, items, spec: TokenSpec, parsed: dict | None = None) -> None:
     """Each video item's claims follow from its ids (the other side of the wire cannot make them up):
 
     - its timestamps and their text spans are exactly what the ids spell before each group (read
       with the spec's timestamp vocabulary; none when the spec has none or the ids spell none);
     - a video of several groups is ``<|vision_start|>`` + pads + ``<|vision_end|>`` per group, with
       only its timestamp text between one group's ``<|vision_end|>`` and the next group's marker.
+
+    ``parsed``: item index -> :func:`~mm_handoff.stamps.parse_timestamps` of these ids, where the
+    layout's maker already read them (the derivation does), so they are read once.
     """
     specials = np.asarray([spec.image_pad, spec.video_pad, spec.vision_start, spec.vision_end])
     for i, item in enumerate(items):
         if item.modality != VIDEO:
             continue
         off, ln = item.run_offsets, item.run_lengths
-        parsed = parse_timestamps(ids, spec, off)
-        _check_stamps(i, item, parsed, spec)
-        if off.shape[0] < 2 and parsed is None:  # one group without timestamps: the stock shape, no claim
+        stamps = parsed[i] if parsed and i in parsed else parse_timestamps(ids, spec, off)
+        _check_stamps(i, item, stamps, spec)
+        if off.shape[0] < 2 and stamps is None:  # one group without timestamps: the stock shape, no claim
             continue
         ends = off + ln
         n = ids.shape[0]
@@ -191,12 +194,12 @@ def check_video_groups(ids: np.ndarray, items, spec: TokenSpec) -> None:
         if off.shape[0] < 2:
             continue
         gap_start, gap_end = ends[:-1] + 1, off[1:] - 1  # between a group's end marker and the next start marker
-        if parsed is not None:
-            wrong = parsed[1][1:] != gap_start
+        if stamps is not None:
+            wrong = stamps[1][1:] != gap_start
             if wrong.any():
                 g = int(np.flatnonzero(wrong)[0]) + 1
                 raise LayoutError(f"items[{i}].token_ids between groups {g - 1} and {g}",
-                                  "only the timestamp text", (int(gap_start[g - 1]), int(parsed[1][g])),
+                                  "only the timestamp text", (int(gap_start[g - 1]), int(stamps[1][g])),
                                   hint="tokens that are not the group's timestamp sit between two groups")
             continue
         for g, (a, b) in enumerate(zip(gap_start.tolist(), gap_end.tolist(), strict=True), start=1):

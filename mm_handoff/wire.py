@@ -55,22 +55,25 @@ _TS_KEYS = {"open", "close", "dot", "seconds", "digits"}
 WireLimits = Limits
 
 
-def _delta(values) -> np.ndarray:
-    arr = np.asarray(values, dtype=np.int64)
-    out = arr.copy()
-    out[1:] -= arr[:-1]
-    return out
-
-
-def encode(content: WireContent) -> dict:
-    """Encode as a JSON-safe dict (see module doc for what it carries)."""
+def encode(content: WireContent, *, checksum: str | None = None) -> dict:
+    """Encode as a JSON-safe dict (see module doc for what it carries); ``checksum``: the one to carry,
+    when it is not ``content.checksum`` (the layout passes its fingerprint)."""
     values, counts = content.values, content.counts
-    offsets = np.asarray(content.offsets, dtype=np.int64)
-    spans = np.asarray(content.spans, dtype=np.int64).reshape(-1, 2)
-    # seconds print with one decimal (the layout checks it), so x10 rounds to the exact deciseconds
-    deci = np.round(np.asarray(content.seconds, dtype=np.float64) * 10).astype(np.int64)
-    blob = np.concatenate([values, counts, _delta(offsets), content.lengths, _delta(deci),
-                           _delta(spans[:, 0]), spans[:, 1] - spans[:, 0]]).astype("<i4").tobytes()
+    n_runs, n_ts = len(content.offsets), len(content.seconds)
+    # one int64 column of every section, delta-coding the offsets, the deciseconds and the span starts
+    # (seconds print with one decimal, which the layout checks, so x10 rounds to the exact deciseconds)
+    cols = np.empty(2 * len(values) + 2 * n_runs + 3 * n_ts, dtype=np.int64)
+    at = 2 * len(values)
+    cols[:len(values)], cols[len(values):at] = values, counts
+    _delta_into(cols[at:at + n_runs], content.offsets)
+    cols[at + n_runs:at + 2 * n_runs] = content.lengths
+    if n_ts:
+        at += 2 * n_runs
+        spans = np.asarray(content.spans, dtype=np.int64).reshape(-1, 2)
+        _delta_into(cols[at:at + n_ts], np.round(np.asarray(content.seconds, dtype=np.float64) * 10))
+        _delta_into(cols[at + n_ts:at + 2 * n_ts], spans[:, 0])
+        np.subtract(spans[:, 1], spans[:, 0], out=cols[at + 2 * n_ts:])
+    blob = cols.astype("<i4").tobytes()
     items = [{"modality": m, "grid_thw": list(g), "runs": k, "timestamps": stamped} for m, g, k, stamped
              in content.heads]
     return {
@@ -80,13 +83,20 @@ def encode(content: WireContent) -> dict:
         "convention": content.convention,
         "tokenizer_digest": content.tokenizer_digest,
         "spec": content.spec.as_dict(),
-        "length": int(np.asarray(counts).sum()),
+        "length": int(np.asarray(counts).sum(dtype=np.int64)),
         "items": items,
-        "sizes": {"rle": int(len(values)), "runs": int(offsets.shape[0]), "timestamps": int(deci.shape[0])},
+        "sizes": {"rle": len(values), "runs": n_runs, "timestamps": n_ts},
         "arrays": base64.b64encode(zlib.compress(blob, 1)).decode("ascii"),
         "mrope_position_delta": content.mrope_position_delta,
-        "checksum": content.checksum,
+        "checksum": content.checksum if checksum is None else checksum,
     }
+
+
+def _delta_into(out: np.ndarray, values) -> None:
+    """``out[0] = values[0]``, ``out[i] = values[i] - values[i - 1]``."""
+    if len(out):
+        out[0] = values[0]
+        np.subtract(values[1:], values[:-1], out=out[1:], casting="unsafe")
 
 
 # ------------------------------------------------------------------------------- decoding
