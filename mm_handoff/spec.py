@@ -63,7 +63,7 @@ def _digit_ids(value: Any) -> Any:
         return value
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class TimestampVocab:
     """Token ids of ``<{t:.1f} seconds>``: digits are single tokens in the Qwen vocabularies."""
 
@@ -94,7 +94,7 @@ class TimestampVocab:
                 "seconds": self.seconds, "digits": list(self.digits)}
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class TokenSpec:
     """Ids and sizes that define a family's multimodal prompt layout."""
 

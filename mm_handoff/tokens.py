@@ -94,11 +94,12 @@ def _from_int_list(ids: list):
     except Exception:  # struct.error, a float, an id too large, an object whose __index__ raises, ...
         return None
     arr = np.frombuffer(packed, dtype=np.int32)  # read-only (a view of bytes)
-    if int(arr.min()) < 0:
+    least = int(arr.min())
+    if least < 0:
         return None
-    low = np.flatnonzero(arr <= 1)  # 0 and 1 may be False and True, which are no ids: look at those only
-    if low.size and any(type(ids[i]) is not int for i in low.tolist()):
-        return None
+    if least <= 1:  # 0 and 1 may be False and True, which are no ids: look at those only
+        if any(type(ids[i]) is not int for i in np.nonzero(arr <= 1)[0].tolist()):
+            return None
     return arr
 
 

@@ -171,10 +171,18 @@ _TS_ORDER = tuple(sorted(_TS_KEYS - {"digits"}))
 _MAX_SPEC_INT = 2**31 - 1
 
 
+def _plain_ints(values: tuple, low: int, high: int) -> bool:
+    """Every one of ``values`` (non-empty) is a plain int (not a bool, not a subclass) in [low, high]."""
+    return {*map(type, values)} == _INT_ONLY and low <= min(values) and max(values) <= high
+
+
+_INT_ONLY = {int}
+
+
 def _spec_ints(v: dict, names: tuple, field: str, rid) -> tuple:
     """``v``'s values under ``names``, each a plain int in [0, 2**31 - 1] (the first bad one is named)."""
-    values = tuple(v[k] for k in names)
-    if all(type(x) is int and 0 <= x <= _MAX_SPEC_INT for x in values):
+    values = tuple(map(v.__getitem__, names))
+    if _plain_ints(values, 0, _MAX_SPEC_INT):
         return values
     for k, x in zip(names, values, strict=True):
         _int(x, f"{field}{k}", rid, low=0, high=_MAX_SPEC_INT)
@@ -188,7 +196,7 @@ def _decode_spec(v, rid) -> TokenSpec:
     if ts is not None:
         ts = _dict(ts, "spec.timestamps", _TS_KEYS, rid)
         digits = _list(ts["digits"], "spec.timestamps.digits", rid, 10)
-        if not all(type(d) is int and 0 <= d <= _MAX_SPEC_INT for d in digits):
+        if digits and not _plain_ints(tuple(digits), 0, _MAX_SPEC_INT):
             for d in digits:
                 _int(d, "spec.timestamps.digits", rid, low=0, high=_MAX_SPEC_INT)
         key = (key[0], (_spec_ints(ts, _TS_ORDER, "spec.timestamps.", rid), tuple(digits)))
@@ -213,8 +221,7 @@ def _decode_item(k: int, v, rid) -> tuple:
     if type(v) is dict and v.keys() == _ITEM_KEYS:
         modality, grid, runs, stamped = v["modality"], v["grid_thw"], v["runs"], v["timestamps"]
         if type(modality) is str and modality in _MODALITIES and type(grid) is list and len(grid) == 3 \
-                and all(type(g) is int and 1 <= g <= _MAX_SPEC_INT for g in grid) \
-                and type(runs) is int and 1 <= runs <= _MAX_SPEC_INT and type(stamped) is bool:
+                and _plain_ints((*grid, runs), 1, _MAX_SPEC_INT) and type(stamped) is bool:
             return modality, tuple(grid), runs, stamped
     _explain_item(k, v, rid)
     raise _fail(f"items[{k}]", "an item header", v, rid)  # (unreachable: the explanation raised)

@@ -106,15 +106,15 @@ class Adapter(abc.ABC):
         spec = self.spec
         # an un-expanded prompt is never longer than its expansion: bounded by the accepted layout
         raw = readonly_ids(prompt_token_ids, "prompt_token_ids", max_len=layout.prompt_len)
-        places = np.flatnonzero((raw == spec.image_pad) | (raw == spec.video_pad)).tolist()
-        kinds = ["image" if raw[p] == spec.image_pad else "video" for p in places]
-        if kinds != [item.modality for item in layout.items]:
-            raise GridMismatchError("prompt placeholders", [i.modality for i in layout.items], kinds,
+        places = np.nonzero((raw == spec.image_pad) | (raw == spec.video_pad))[0]
+        if (raw[places] == spec.video_pad).tolist() != layout.item_types:  # 0 image, 1 video, in order
+            raise GridMismatchError("prompt placeholders", [i.modality for i in layout.items],
+                                    ["video" if raw[p] == spec.video_pad else "image" for p in places.tolist()],
                                     request_id=request_id, hint="the prompt is not the one the encoder expanded")
         ids = layout.token_ids
         cursor = anchor = 0  # where the next text segment starts, in the prompt and in the layout's ids
         segments = []  # (field, layout ids [a, b), prompt ids [c, d)) of every text segment
-        for k, (p, item) in enumerate(zip(places, layout.items, strict=True)):
+        for k, (p, item) in enumerate(zip(places.tolist(), layout.items, strict=True)):
             lo, hi = self.placeholder_span(raw, p, item.modality, cursor, layout.convention)
             start, end = self.expansion_span(layout, k, request_id=request_id)
             if start < anchor:
@@ -126,11 +126,11 @@ class Adapter(abc.ABC):
             cursor, anchor = hi, end
         segments.append(("prompt text after the last item" if layout.items else "prompt text",
                          anchor, len(ids), cursor, len(raw)))
-        # one comparison of all the text when every segment has its length; else, or on a difference,
-        # the first segment that differs names it
-        if all(b - a == d - c for _, a, b, c, d in segments) and np.array_equal(
-                np.concatenate([ids[a:b] for _, a, b, _, _ in segments]),
-                np.concatenate([raw[c:d] for _, _, _, c, d in segments])):
+        # one comparison of all the text (as bytes) when every segment has its length; else, or on a
+        # difference, the first segment that differs names it
+        if all(b - a == d - c for _, a, b, c, d in segments) and b"".join(
+                [ids[a:b].tobytes() for _, a, b, _, _ in segments]) == b"".join(
+                [raw[c:d].tobytes() for _, _, _, c, d in segments]):
             return
         for field, a, b, c, d in segments:
             check_token_ids(ids[a:b], raw[c:d], request_id=request_id, field=field)
