@@ -17,7 +17,7 @@ import attrs
 import numpy as np
 
 from .errors import LayoutError
-from .spec import as_int
+from .spec import as_int, plain_ints
 from .tokens import MAX_ID, frozen
 
 __all__ = ["PlaceholderRun", "MultimodalItem", "IMAGE", "VIDEO", "MODALITIES", "as_int"]
@@ -157,7 +157,7 @@ def _spans(values) -> np.ndarray | None:
 
 def _grid(value) -> tuple:
     """Three positive ints ``(t, h, w)`` from a tuple, list or array (bytes, a dict or a set are no grid)."""
-    if type(value) is tuple and len(value) == 3 and all(type(v) is int and 1 <= v <= MAX_POSITION for v in value):
+    if type(value) is tuple and len(value) == 3 and plain_ints(value, 1, MAX_POSITION):
         return value  # the common case: the decoder's and the derivation's grids
     if not isinstance(value, (tuple, list, np.ndarray)):
         raise LayoutError("MultimodalItem.grid_thw", "three positive ints (t, h, w)", type(value).__name__)

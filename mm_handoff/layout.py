@@ -58,7 +58,7 @@ from .layout_checks import (
     valid_spec,
 )
 from .spec import CONVENTIONS, TokenSpec
-from .tokens import MAX_ID, frozen, readonly_ids
+from .tokens import MAX_ID, frozen, readonly_ids, run_length_form
 
 __all__ = ["PlaceholderRun", "MultimodalItem", "HandoffLayout", "IMAGE", "VIDEO", "readonly_ids", "run_length_form"]
 
@@ -189,7 +189,18 @@ class HandoffLayout:
     @property
     def multimodal_positions(self) -> list:
         """Index of each item's first pad (TensorRT-LLM's start positions)."""
-        return [item.first_offset for item in self.items]
+        return list(self.item_pad_bounds()[0])
+
+    def item_pad_bounds(self) -> tuple:
+        """``(firsts, ends)``: each item's first pad and one past its last pad, as lists (from the run
+        columns in one step, not item by item)."""
+        def build():
+            off, ln, _, cu = self._columns()
+            if len(cu) < 2:
+                return [], []
+            last = np.asarray(cu[1:]) - 1
+            return off[cu[:-1]].tolist(), (off[last] + ln[last]).tolist()
+        return self._memo("bounds", build)
 
     @property
     def multimodal_lengths(self) -> list:
@@ -365,17 +376,6 @@ class HandoffLayout:
 def _readonly(arr: np.ndarray) -> np.ndarray:
     arr.flags.writeable = False
     return arr
-
-
-def run_length_form(ids: np.ndarray) -> tuple:
-    """``(values, counts)`` of non-empty ids, read-only int32, canonical (neighbouring values differ):
-    the one pass over the ids that everything else about a layout is read from."""
-    edges = np.nonzero(ids[1:] != ids[:-1])[0]
-    bounds = np.empty(edges.shape[0] + 2, dtype=np.int64)
-    bounds[0], bounds[-1] = 0, ids.shape[0]
-    np.add(edges, 1, out=bounds[1:-1])
-    counts = (bounds[1:] - bounds[:-1]).astype(np.int32)
-    return _readonly(ids[bounds[:-1]]), _readonly(counts)
 
 
 _NO_RUNS = _readonly(np.zeros(0, dtype=np.int64))

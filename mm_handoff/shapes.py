@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import EmbeddingCountError, HandoffError, MropeLengthError
+from .spec import plain_ints
 
 __all__ = ["shape_of", "read_count", "embedding_shapes_of", "embedding_rows_of"]
 
@@ -39,6 +40,10 @@ def shape_of(value, *, field: str = "mrope_position_ids.shape", request_id=None)
     Anything else (floats, strings, bytes, negative sizes, a handle without ``tensor_size``) raises
     a :class:`MropeLengthError` naming ``field``.
     """
+    if type(value) is dict:  # a handle: its plain-int tensor_size, read in C (the common case)
+        size = dict.get(value, "tensor_size")
+        if type(size) is list and 0 < len(size) <= 8 and plain_ints(size, 0, _MAX_COUNT):
+            return tuple(size)
     try:
         if isinstance(value, dict):
             value = dict.get(value, "tensor_size")  # dict's own get: a subclass's cannot interfere

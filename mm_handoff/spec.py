@@ -44,6 +44,15 @@ def as_int(value):
         return value
 
 
+def plain_ints(values: Sequence, low: int, high: int) -> bool:
+    """Every one of ``values`` (non-empty) is a plain int (not a bool, not a subclass) in [low, high]:
+    one type set and a min and max in C, for the headers and shapes read on every request."""
+    return {*map(type, values)} == _INT_ONLY and low <= min(values) and max(values) <= high
+
+
+_INT_ONLY = {int}
+
+
 def _token_id(instance, attribute, value) -> None:
     if type(value) is not int or not 0 <= value <= _MAX_ID:
         raise LayoutError(f"spec.{attribute.name}", f"an int token id in [0, {_MAX_ID}]", value)

@@ -9,7 +9,7 @@ import numpy as np
 
 from .errors import LayoutError
 
-__all__ = ["readonly_ids", "frozen", "MAX_ID"]
+__all__ = ["readonly_ids", "frozen", "run_length_form", "MAX_ID"]
 
 #: the largest id an int32 holds (every vocabulary in the family fits)
 MAX_ID = 2**31 - 1
@@ -51,6 +51,17 @@ def readonly_ids(token_ids, field: str = "token_ids", *, max_len: int | None = N
     arr = np.array(arr, dtype=np.int32)
     arr.flags.writeable = False
     return arr
+
+
+def run_length_form(ids: np.ndarray) -> tuple:
+    """``(values, counts)`` of non-empty ids, read-only int32, canonical (neighbouring values differ):
+    the one pass over the ids that everything else about a layout is read from."""
+    edges = np.nonzero(ids[1:] != ids[:-1])[0]
+    bounds = np.empty(edges.shape[0] + 2, dtype=np.int64)
+    bounds[0], bounds[-1] = 0, ids.shape[0]
+    np.add(edges, 1, out=bounds[1:-1])
+    counts = (bounds[1:] - bounds[:-1]).astype(np.int32)
+    return _readonly(ids[bounds[:-1]]), _readonly(counts)
 
 
 def frozen(arr: Any) -> bool:
@@ -106,3 +117,8 @@ def _from_int_list(ids: list):
 _ONE_PACK_MAX = 16384  # one pack up to here; longer lists go in chunks (their tuples stay in cache)
 _CHUNK = 4096
 _PACK_CHUNK = struct.Struct(f"={_CHUNK}i")  # '=': native order, standard 4-byte int (np.int32)
+
+
+def _readonly(arr: np.ndarray) -> np.ndarray:
+    arr.flags.writeable = False
+    return arr

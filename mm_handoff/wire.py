@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import itertools
 import json
 import zlib
 from typing import Any
@@ -35,7 +36,7 @@ import numpy as np
 
 from .errors import HandoffError, WireChecksumError, WireFormatError, WireLimitError, WireVersionError
 from .limits import Limits, resolve_limits
-from .spec import TokenSpec
+from .spec import TokenSpec, plain_ints
 from .wire_content import WireContent, WireItem, checksum, columns_of
 
 __all__ = ["WireLimits", "WireContent", "WireItem", "columns_of", "encode", "decode", "checksum", "FORMAT", "VERSION"]
@@ -171,18 +172,10 @@ _TS_ORDER = tuple(sorted(_TS_KEYS - {"digits"}))
 _MAX_SPEC_INT = 2**31 - 1
 
 
-def _plain_ints(values: tuple, low: int, high: int) -> bool:
-    """Every one of ``values`` (non-empty) is a plain int (not a bool, not a subclass) in [low, high]."""
-    return {*map(type, values)} == _INT_ONLY and low <= min(values) and max(values) <= high
-
-
-_INT_ONLY = {int}
-
-
 def _spec_ints(v: dict, names: tuple, field: str, rid) -> tuple:
     """``v``'s values under ``names``, each a plain int in [0, 2**31 - 1] (the first bad one is named)."""
     values = tuple(map(v.__getitem__, names))
-    if _plain_ints(values, 0, _MAX_SPEC_INT):
+    if plain_ints(values, 0, _MAX_SPEC_INT):
         return values
     for k, x in zip(names, values, strict=True):
         _int(x, f"{field}{k}", rid, low=0, high=_MAX_SPEC_INT)
@@ -196,7 +189,7 @@ def _decode_spec(v, rid) -> TokenSpec:
     if ts is not None:
         ts = _dict(ts, "spec.timestamps", _TS_KEYS, rid)
         digits = _list(ts["digits"], "spec.timestamps.digits", rid, 10)
-        if digits and not _plain_ints(tuple(digits), 0, _MAX_SPEC_INT):
+        if digits and not plain_ints(tuple(digits), 0, _MAX_SPEC_INT):
             for d in digits:
                 _int(d, "spec.timestamps.digits", rid, low=0, high=_MAX_SPEC_INT)
         key = (key[0], (_spec_ints(ts, _TS_ORDER, "spec.timestamps.", rid), tuple(digits)))
@@ -216,12 +209,32 @@ def _spec_of(key: tuple) -> TokenSpec:
     return TokenSpec.from_dict(dict(zip(_SPEC_ORDER, fields, strict=True), timestamps=vocab))
 
 
+def _decode_items(items, rid) -> list:
+    """Every item's header, read in one pass when each is an honest one (the common case: a few type
+    sets and one min and max over all grids and run counts), else item by item, naming the first bad one."""
+    if {*map(type, items)} == _DICT_ONLY and all(v.keys() == _ITEM_KEYS for v in items):
+        modalities = [v["modality"] for v in items]
+        grids = [v["grid_thw"] for v in items]
+        runs = [v["runs"] for v in items]
+        stamped = [v["timestamps"] for v in items]
+        if {*map(type, modalities)} == _STR_ONLY and {*modalities} <= _MODALITY_SET \
+                and {*map(type, grids)} == _LIST_ONLY and {*map(len, grids)} == _THREE \
+                and {*map(type, stamped)} == _BOOL_ONLY \
+                and plain_ints((*itertools.chain.from_iterable(grids), *runs), 1, _MAX_SPEC_INT):
+            return list(zip(modalities, map(tuple, grids), runs, stamped, strict=True))
+    return [_decode_item(k, v, rid) for k, v in enumerate(items)]
+
+
+_DICT_ONLY, _STR_ONLY, _LIST_ONLY, _BOOL_ONLY, _THREE = {dict}, {str}, {list}, {bool}, {3}
+_MODALITY_SET = {"image", "video"}
+
+
 def _decode_item(k: int, v, rid) -> tuple:
     """``(modality, grid, runs, stamped)`` of one item's header, each of its exact type and in range."""
     if type(v) is dict and v.keys() == _ITEM_KEYS:
         modality, grid, runs, stamped = v["modality"], v["grid_thw"], v["runs"], v["timestamps"]
         if type(modality) is str and modality in _MODALITIES and type(grid) is list and len(grid) == 3 \
-                and _plain_ints((*grid, runs), 1, _MAX_SPEC_INT) and type(stamped) is bool:
+                and plain_ints((*grid, runs), 1, _MAX_SPEC_INT) and type(stamped) is bool:
             return modality, tuple(grid), runs, stamped
     _explain_item(k, v, rid)
     raise _fail(f"items[{k}]", "an item header", v, rid)  # (unreachable: the explanation raised)
@@ -301,7 +314,7 @@ def _header(obj: dict, limits: Limits, rid) -> tuple:
         raise WireLimitError("wire.sizes.runs", f"at most {limits.max_runs} pad runs (limits.max_runs)", n_runs,
                              request_id=rid)
     n_ts = _int(sizes["timestamps"], "sizes.timestamps", rid, low=0, high=n_runs)
-    heads = [_decode_item(k, v, rid) for k, v in enumerate(_list(obj["items"], "items", rid, limits.max_items))]
+    heads = _decode_items(_list(obj["items"], "items", rid, limits.max_items), rid)
     if sum(h[2] for h in heads) != n_runs:
         raise _fail("items", f"run counts summing to sizes.runs = {n_runs}", sum(h[2] for h in heads), rid)
     if sum(h[2] for h in heads if h[3]) != n_ts:

@@ -151,14 +151,15 @@ class Adapter(abc.ABC):
         ``<|vision_end|>``. Without timestamps (no timestamp vocabulary) the text before the first group
         cannot be told from the prompt's, so the check refuses instead of guessing."""
         item = layout.items[k]
+        firsts, ends = layout.item_pad_bounds()
         if item.modality != "video":
-            return item.first_offset, item.end
+            return firsts[k], ends[k]
         if item.timestamps is None:
             raise HandoffError(f"items[{k}].timestamps", "the video's timestamps, to check the raw prompt it "
                                "was expanded from", None, request_id=request_id,
                                hint=f"{self.family}'s timestamp ids are not known without its tokenizer; "
                                "pass the expanded prompt instead")
-        return int(item.span_array[0, 0]), item.end + 1
+        return int(item.span_array[0, 0]), ends[k] + 1
 
     def stock_token_ids(self, prompt_token_ids, *, image_grid_thw=None, video_grid_thw=None, limits=None,
                         request_id=None) -> np.ndarray:
