@@ -262,19 +262,25 @@ class HandoffLayout:
 
     def token_id_list(self) -> list:
         """The ids as a Python list (what TensorRT-LLM's dataclasses take): the commonest pad repeated
-        (one shared int, a pointer fill), then the other segments from one ``tolist`` of the non-pad
-        ids; several times faster than ``ndarray.tolist`` (one int object per id) on pad-heavy prompts."""
-        ids, spec = self.token_ids, self.spec
-        if (len(self._flat()[0]) + 1) * 40 > self.prompt_len:  # many short segments: tolist's C loop wins
+        (one shared int, a pointer fill), the other ids from one ``tolist`` put between that modality's
+        runs; faster than ``ndarray.tolist`` (one int object per id) on pad-heavy prompts."""
+        ids, spec, n = self.token_ids, self.spec, self.prompt_len
+        off, ln, kind, _ = self._columns()
+        if n < 256 or (off.shape[0] + 1) * 16 > n:  # short, or many short segments: tolist's C loop wins
             return ids.tolist()
         video = sum(i.embedding_length for i in self.items if i.modality == VIDEO)
-        fill = spec.video_pad if 2 * video >= self.num_pads else spec.image_pad
-        keep = np.flatnonzero(ids != fill)
-        cuts = (np.flatnonzero(np.diff(keep) != 1) + 1).tolist()
-        out = [fill] * self.prompt_len
-        values, first = ids[keep].tolist(), keep.tolist()
-        for a, b in zip([0] + cuts, cuts + [len(first)], strict=True):
-            out[first[a]:first[a] + b - a] = values[a:b]
+        fill_kind = int(2 * video >= self.num_pads)
+        fill = spec.video_pad if fill_kind else spec.image_pad
+        sel = kind == fill_kind  # the runs of the fill's modality hold exactly its pads (a checked invariant)
+        others = ids[ids != fill].tolist()
+        out = [fill] * n
+        at = taken = 0
+        for start, end in zip(off[sel].tolist(), (off[sel] + ln[sel]).tolist(), strict=True):
+            if start > at:
+                out[at:start] = others[taken:taken + start - at]
+                taken += start - at
+            at = end
+        out[at:] = others[taken:]
         return out
 
     def to_disagg_prefill_inputs(self) -> dict:
