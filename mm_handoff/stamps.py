@@ -29,34 +29,35 @@ def parse_timestamps(ids: np.ndarray, spec: TokenSpec, offsets: np.ndarray):
     vocab = spec.timestamps
     if vocab is None or not offsets.shape[0]:
         return None
-    marker = offsets.astype(np.int64) - 1
+    marker = offsets - 1
     pos = marker[:, None] + _WINDOW  # (groups, 13); column 12 is the marker
-    w = ids[np.maximum(pos, 0)].astype(np.int64)
-    w[pos < 0] = -1
-    digits, consecutive, template = _vocab_arrays(spec)
+    if int(marker[0]) >= MAX_TS_TOKENS:  # (offsets are sorted) every window lies inside the prompt
+        w = ids[pos].astype(np.int64)
+    else:
+        w = ids[np.maximum(pos, 0)].astype(np.int64)
+        w[pos < 0] = -1
+    digits, consecutive, tail = _vocab_arrays(spec)
     is_digit, value = _digit_values(w, digits, consecutive)
     # the fixed tail: '.' digit ' seconds' '>' <|vision_start|>
-    tail = (w[:, _TAIL_COLS] == template).all(axis=1)
-    tail &= is_digit[:, 9]
-    # the integer part: the last '<' in columns 0..7, then only digits up to the '.', no leading zero
-    opens = 7 - np.argmax((w[:, 7::-1] == vocab.open), axis=1)  # 8 when there is none (argmax gives 0)
-    has_open = w[np.arange(w.shape[0]), np.minimum(opens, 7)] == vocab.open
-    digits_ok = (is_digit[:, :8] | _NOT_INTEGER[opens]).all(axis=1)
-    lead = value[np.arange(w.shape[0]), np.minimum(opens + 1, 7)]
-    ok = tail & has_open & (opens < 7) & digits_ok & ((opens == 6) | (lead != 0))
+    ok = (w[:, 8] == vocab.dot) & is_digit[:, 9] & (w[:, 10:] == tail).all(axis=1)
+    # the integer part: the last '<' in columns 0..6 (8 = none: argmax gives 0), then only digits up to
+    # the '.', without a leading zero (the value has as many digits as there are columns)
+    opens = 7 - np.argmax(w[:, 7::-1] == vocab.open, axis=1)
+    ok &= (opens < 7) & (is_digit[:, :8] | _NOT_INTEGER[opens]).all(axis=1)
+    whole = (value[:, :8] * _PLACE[opens]).sum(axis=1)
+    ok &= whole >= _LEAST[opens]
     if not bool(ok.all()):
         return None
-    acc = (value[:, :8] * _PLACE[opens]).sum(axis=1) * 10 + value[:, 9]
-    return acc / 10, marker - MAX_TS_TOKENS + opens, marker
+    return (whole * 10 + value[:, 9]) / 10, marker - MAX_TS_TOKENS + opens, marker
 
 
 #: a group's 13-token window, relative to its <|vision_start|>
 _WINDOW = np.arange(-MAX_TS_TOKENS, 1)
-_TAIL_COLS = [8, 10, 11, 12]
-#: per position of the '<' (0..7; 8 = none): which of columns 0..7 are not integer digits, and each
-#: integer digit's place value
+#: per position of the '<' (0..7; 8 = none): which of columns 0..7 are not integer digits, each
+#: integer digit's place value, and the least value with that many digits (no leading zero)
 _NOT_INTEGER = np.arange(8)[None, :] <= np.minimum(np.arange(9), 7)[:, None]
 _PLACE = np.where(~_NOT_INTEGER, 10 ** (7 - np.arange(8))[None, :], 0)
+_LEAST = np.array([10 ** (6 - k) if k < 6 else 0 for k in range(9)])
 
 
 @functools.lru_cache(maxsize=16)
@@ -65,17 +66,17 @@ def _vocab_arrays(spec: TokenSpec) -> tuple:
     vocab = spec.timestamps
     if vocab is None:  # (callers return before; a spec without a vocabulary spells no timestamps)
         raise LayoutError("spec.timestamps", "a timestamp vocabulary", None)
-    template = np.asarray((vocab.dot, vocab.seconds, vocab.close, spec.vision_start), dtype=np.int64)
+    tail = np.asarray((vocab.seconds, vocab.close, spec.vision_start), dtype=np.int64)
     digits = np.asarray(vocab.digits, dtype=np.int64)
-    return digits, bool((np.diff(digits) == 1).all()), template
+    return digits, bool((np.diff(digits) == 1).all()), tail
 
 
 def _digit_values(tokens: np.ndarray, digits: np.ndarray, consecutive: bool) -> tuple:
-    """``(is a digit, its value)`` for each token; one subtraction when the ten ids are consecutive."""
+    """``(is a digit, its value)`` for each token (the value of a non-digit is meaningless); one
+    subtraction when the ten ids are consecutive."""
     if consecutive:  # Qwen: '0'..'9' are ids 15..24
         value = tokens - digits[0]
-        is_digit = value.astype(np.uint64) < 10  # negatives wrap to huge values
-        return is_digit, np.where(is_digit, value, 0)
+        return value.astype(np.uint64) < 10, value  # negatives wrap to huge values; a non-digit's value is unused
     order = np.argsort(digits, kind="stable")
     slot = np.minimum(np.searchsorted(digits[order], tokens), digits.shape[0] - 1)
     is_digit = digits[order][slot] == tokens
