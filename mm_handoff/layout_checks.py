@@ -120,10 +120,17 @@ def check_runs_and_pads(ids: np.ndarray, rle: tuple, columns: tuple, spec: Token
         o, e, k = off[first], ends[last], kind[first]
     if seg.shape[0] == o.shape[0]:
         stop = np.cumsum(counts, dtype=np.int64)[seg]
-        if (stop - counts[seg]).tolist() == o.tolist() and stop.tolist() == e.tolist() \
-                and ((values[seg] == spec.video_pad) == k.astype(bool)).all():
+        if _same(stop - counts[seg], o) and _same(stop, e) and _same(values[seg] == spec.video_pad, k.astype(bool)):
             return
     _explain_runs(ids, off, ln, kind, spec)
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    """Two 1-D columns are equal: as lists when short (a C loop over a few Python objects beats numpy's
+    call overhead there), else with one numpy comparison."""
+    if a.shape != b.shape:
+        return False
+    return a.tolist() == b.tolist() if a.shape[0] <= 32 else bool((a == b).all())
 
 
 def _explain_runs(ids: np.ndarray, off, ln, kind, spec: TokenSpec) -> None:

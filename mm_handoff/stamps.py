@@ -22,7 +22,7 @@ def parse_timestamps(ids: np.ndarray, spec: TokenSpec, offsets: np.ndarray):
 
     The text is ``<`` + integer digits + ``.`` + one digit + `` seconds`` + ``>``, right before the
     group's ``<|vision_start|>`` (what the processor prints with ``:.1f``). One gather takes the 13
-    tokens ending at each group's marker (one row per group); column tests read them all at once.
+    tokens ending at each group's marker (one column per group); row tests read them all at once.
     The value is ``(integer * 10 + tenth) / 10``, the double nearest the printed text. Only the
     canonical spelling counts (no leading zero: ``<05.0 seconds>`` is not what ``:.1f`` prints).
     """
@@ -30,7 +30,7 @@ def parse_timestamps(ids: np.ndarray, spec: TokenSpec, offsets: np.ndarray):
     if vocab is None or not offsets.shape[0]:
         return None
     marker = offsets - 1
-    pos = marker[:, None] + _WINDOW  # (groups, 13); column 12 is the marker
+    pos = _WINDOW[:, None] + marker  # (13, groups): one column per group, row 12 is the marker
     if int(marker[0]) >= MAX_TS_TOKENS:  # (offsets are sorted) every window lies inside the prompt
         w = ids[pos].astype(np.int64)
     else:
@@ -39,24 +39,24 @@ def parse_timestamps(ids: np.ndarray, spec: TokenSpec, offsets: np.ndarray):
     digits, consecutive, tail = _vocab_arrays(spec)
     is_digit, value = _digit_values(w, digits, consecutive)
     # the fixed tail: '.' digit ' seconds' '>' <|vision_start|>
-    ok = (w[:, 8] == vocab.dot) & is_digit[:, 9] & (w[:, 10:] == tail).all(axis=1)
-    # the integer part: the last '<' in columns 0..6 (8 = none: argmax gives 0), then only digits up to
-    # the '.', without a leading zero (the value has as many digits as there are columns)
-    opens = 7 - np.argmax(w[:, 7::-1] == vocab.open, axis=1)
-    ok &= (opens < 7) & (is_digit[:, :8] | _NOT_INTEGER[opens]).all(axis=1)
-    whole = (value[:, :8] * _PLACE[opens]).sum(axis=1)
+    ok = (w[8] == vocab.dot) & is_digit[9] & (w[10:] == tail).all(axis=0)
+    # the integer part: the last '<' in rows 0..6 (8 = none: argmax gives 0), then only digits up to
+    # the '.', without a leading zero (the value has as many digits as there are rows)
+    opens = 7 - np.argmax(w[7::-1] == vocab.open, axis=0)
+    ok &= (opens < 7) & (is_digit[:8] | _NOT_INTEGER[:, opens]).all(axis=0)
+    whole = (value[:8] * _PLACE[:, opens]).sum(axis=0)
     ok &= whole >= _LEAST[opens]
     if not bool(ok.all()):
         return None
-    return (whole * 10 + value[:, 9]) / 10, marker - MAX_TS_TOKENS + opens, marker
+    return (whole * 10 + value[9]) / 10, marker - MAX_TS_TOKENS + opens, marker
 
 
 #: a group's 13-token window, relative to its <|vision_start|>
 _WINDOW = np.arange(-MAX_TS_TOKENS, 1)
-#: per position of the '<' (0..7; 8 = none): which of columns 0..7 are not integer digits, each
-#: integer digit's place value, and the least value with that many digits (no leading zero)
-_NOT_INTEGER = np.arange(8)[None, :] <= np.minimum(np.arange(9), 7)[:, None]
-_PLACE = np.where(~_NOT_INTEGER, 10 ** (7 - np.arange(8))[None, :], 0)
+#: per position of the '<' (0..7; 8 = none), one column each: which of rows 0..7 are not integer
+#: digits, each integer digit's place value; and the least value with that many digits (no leading zero)
+_NOT_INTEGER = np.arange(8)[:, None] <= np.minimum(np.arange(9), 7)[None, :]
+_PLACE = np.where(~_NOT_INTEGER, 10 ** (7 - np.arange(8))[:, None], 0)
 _LEAST = np.array([10 ** (6 - k) if k < 6 else 0 for k in range(9)])
 
 
@@ -66,7 +66,7 @@ def _vocab_arrays(spec: TokenSpec) -> tuple:
     vocab = spec.timestamps
     if vocab is None:  # (callers return before; a spec without a vocabulary spells no timestamps)
         raise LayoutError("spec.timestamps", "a timestamp vocabulary", None)
-    tail = np.asarray((vocab.seconds, vocab.close, spec.vision_start), dtype=np.int64)
+    tail = np.asarray((vocab.seconds, vocab.close, spec.vision_start), dtype=np.int64)[:, None]
     digits = np.asarray(vocab.digits, dtype=np.int64)
     return digits, bool((np.diff(digits) == 1).all()), tail
 
