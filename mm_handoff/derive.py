@@ -21,6 +21,9 @@ from .stamps import parse_timestamps
 
 __all__ = ["derive_layout"]
 
+_NO_RUNS = np.zeros(0, dtype=np.int64)
+_NO_RUNS.flags.writeable = False
+
 
 def _split_runs(values: np.ndarray, counts: np.ndarray, stop: np.ndarray, pad: int, lengths: list, modality: str,
                 request_id=None):
@@ -53,6 +56,33 @@ def _split_runs(values: np.ndarray, counts: np.ndarray, stop: np.ndarray, pad: i
     return [(offsets[bounds[k]:bounds[k + 1]], piece_len[bounds[k]:bounds[k + 1]]) for k in range(len(lengths))]
 
 
+def _items(ids: np.ndarray, spec: TokenSpec, groups: list, request_id) -> tuple:
+    """The items of ``groups`` (``(first pad, modality, grid, offsets, lengths)`` in prompt order) from one
+    set of read-only columns, each video's timestamps read from the ids: ``(items, {index: reading})``."""
+    heads, parsed = [], {}
+    for k, (_, modality, grid, offsets, _) in enumerate(groups):
+        stamps = parse_timestamps(ids, spec, offsets) if modality == VIDEO else None
+        if stamps is not None:
+            parsed[k] = stamps
+        heads.append((modality, grid, offsets.shape[0], stamps is not None))
+
+    def joined(parts: list, empty=None):
+        if not parts:
+            return empty
+        column = np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
+        column.flags.writeable = False
+        return column
+
+    try:
+        items = MultimodalItem.from_columns(
+            heads, joined([g[3] for g in groups], _NO_RUNS), joined([g[4] for g in groups], _NO_RUNS),
+            joined([s[0] for s in parsed.values()]), joined([np.stack(s[1:], axis=1) for s in parsed.values()]))
+    except LayoutError as exc:
+        exc.with_request(request_id)
+        raise
+    return items, parsed
+
+
 def derive_layout(
     token_ids,
     spec: TokenSpec,
@@ -80,22 +110,7 @@ def derive_layout(
         for grid, (offsets, lengths) in zip(grids, runs_per_item, strict=True):
             groups.append((int(offsets[0]), modality, grid, offsets, lengths))
     groups.sort(key=lambda g: g[0])
-    heads, parsed = [], {}
-    for k, (_, modality, grid, offsets, _) in enumerate(groups):
-        stamps = parse_timestamps(ids, spec, offsets) if modality == VIDEO else None
-        if stamps is not None:
-            parsed[k] = stamps
-        heads.append((modality, grid, offsets.shape[0], stamps is not None))
-    cat = np.concatenate
-    try:
-        items = MultimodalItem.from_columns(
-            heads, cat([g[3] for g in groups]) if groups else [], cat([g[4] for g in groups]) if groups else [],
-            cat([s[0] for s in parsed.values()]) if parsed else None,
-            np.column_stack((cat([s[1] for s in parsed.values()]), cat([s[2] for s in parsed.values()])))
-            if parsed else None)
-    except LayoutError as exc:
-        exc.with_request(request_id)
-        raise
+    items, parsed = _items(ids, spec, groups, request_id)
     positions = delta = None
     if mrope:
         from .mrope import mrope_positions

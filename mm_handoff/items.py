@@ -107,6 +107,10 @@ def _int_column(values, field: str) -> np.ndarray:
     return _readonly(arr.view() if arr.dtype == np.int64 and frozen(arr) else arr.astype(np.int64))
 
 
+#: far beyond any video (the adapters' own bound is a day), and where one decimal is still exact
+_MAX_SECONDS = 2.0**40
+
+
 def _seconds(values) -> np.ndarray | None:
     """Timestamps as a read-only float64 array: finite, non-negative, one decimal (``<{t:.1f} seconds>``)."""
     if values is None:
@@ -120,15 +124,18 @@ def _seconds(values) -> np.ndarray | None:
         for g, t in enumerate(values):
             if isinstance(t, bool) or not isinstance(t, (int, float, np.integer, np.floating)):
                 raise LayoutError(f"MultimodalItem.timestamps[{g}]", "a number of seconds", t)
-    t = np.array(values, dtype=np.float64) if len(values) else np.zeros(0)  # a copy: the caller keeps theirs
+    if isinstance(values, np.ndarray) and values.dtype == np.float64 and frozen(values):
+        t = values.view()  # no one can change it (the decoder's and the derivation's): kept as it is
+    else:
+        t = np.array(values, dtype=np.float64) if len(values) else np.zeros(0)  # a copy: the caller keeps theirs
     if t.ndim != 1:
         raise LayoutError("MultimodalItem.timestamps", "a 1-D sequence of seconds", f"shape {t.shape}")
-    ok = np.isfinite(t) & (t >= 0)
-    ok &= np.round(np.where(ok, t, 0) * 10) / 10 == t
-    if not bool(ok.all()):
+    ok = (t >= 0) & (t <= _MAX_SECONDS)  # NaN and infinities fail the bounds; a finite value rounds safely
+    if not (bool(ok.all()) and bool((np.round(t * 10) / 10 == t).all())):
+        ok &= np.round(np.where(ok, t, 0) * 10) / 10 == t
         g = int(np.flatnonzero(~ok)[0])
-        raise LayoutError(f"MultimodalItem.timestamps[{g}]", "a non-negative number with one decimal, as printed",
-                          float(t[g]))
+        raise LayoutError(f"MultimodalItem.timestamps[{g}]", "a non-negative number (below 2**40) with one "
+                          "decimal, as printed", float(t[g]))
     return _readonly(t)
 
 
