@@ -156,7 +156,8 @@ def _spans(values) -> np.ndarray | None:
         arr = np.asarray(values, dtype=np.int64).reshape(-1, 2)
     if arr.ndim != 2 or arr.shape[1:] != (2,) or (arr.size and arr.dtype.kind not in "iu"):
         raise LayoutError("MultimodalItem.timestamp_spans", "(start, end) int pairs", f"{arr.dtype} {arr.shape}")
-    if arr.size and (int(arr.max()) > MAX_POSITION or int(arr.min()) < 0):
+    if arr.size and (int(arr.max()) > MAX_POSITION or int(arr.min()) < 0 if arr.dtype != np.int64
+                     else int(arr.view(np.uint64).max()) > MAX_POSITION):  # (negatives are huge unsigned)
         raise LayoutError("MultimodalItem.timestamp_spans", f"positions in [0, {MAX_POSITION}]",
                           (int(arr.min()), int(arr.max())))
     return _readonly(arr.view() if arr.dtype == np.int64 and frozen(arr) else arr.astype(np.int64))
@@ -208,13 +209,15 @@ def _checked(heads, off: np.ndarray, ln: np.ndarray, seconds, spans) -> list:
         if values is not None and values.shape[0] != t:
             raise LayoutError(f"MultimodalItem.{name}", f"one per group ({t})", values.shape[0])
     if r == 1:  # the common image: no reductions
-        lo_off = hi_off = int(off[0])
-        lo_ln = hi_ln = int(ln[0])
-        rows = [lo_ln]
+        rows = [int(ln[0])]
+        in_range = 0 <= int(off[0]) <= MAX_POSITION and 1 <= rows[0] <= MAX_POSITION
     else:
-        lo_off, hi_off, lo_ln, hi_ln = int(off.min()), int(off.max()), int(ln.min()), int(ln.max())
         rows = [int(ln.sum())] if len(heads) == 1 else np.add.reduceat(ln, bounds).tolist()
-    if lo_off < 0 or lo_ln < 1 or max(hi_off, hi_ln) > MAX_POSITION:
+        # offsets in [0, MAX] and lengths in [1, MAX] in one reduction: MAX is 2**31 - 1, so a bitwise or of
+        # values is in [0, MAX] exactly when each is (a negative one is above MAX as unsigned), and a length
+        # is in [1, MAX] exactly when it and its predecessor are in [0, MAX]
+        in_range = int((off | ln | (ln - 1)).view(np.uint64).max()) <= MAX_POSITION
+    if not in_range:
         k = int(np.flatnonzero((off < 0) | (ln < 1) | (off > MAX_POSITION) | (ln > MAX_POSITION))[0])
         raise LayoutError("MultimodalItem.run_offsets" if not 0 <= off[k] <= MAX_POSITION
                           else "MultimodalItem.run_lengths",

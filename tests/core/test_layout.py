@@ -234,3 +234,25 @@ def test_errors_are_value_errors_and_carry_values():
     assert isinstance(err, ValueError)
     assert (err.field, err.expected, err.actual, err.request_id) == ("mrope_position_ids.shape[-1]", 11894, 12054, "r1")
     assert str(err) == "request 'r1': mrope_position_ids.shape[-1]: expected 11894, got 12054"
+
+
+@pytest.mark.parametrize("offsets, lengths, field", [
+    ([0, 5], [1, 2**31], "MultimodalItem.run_lengths"),  # one past the largest length
+    ([0, -1], [1, 1], "MultimodalItem.run_offsets"),
+    ([0, 2**31], [1, 1], "MultimodalItem.run_offsets"),
+    ([0, 1], [0, 1], "MultimodalItem.run_lengths"),
+    ([0, 1], [-5, 1], "MultimodalItem.run_lengths"),
+    ([2**31 - 1, 0], [2**31 - 1, 1], None),  # the largest offset and length
+])
+def test_item_columns_are_bounded_in_one_pass(offsets, lengths, field):
+    """Offsets in [0, 2**31 - 1] and lengths in [1, 2**31 - 1], for one item and for many sharing columns."""
+    heads = [("video", (1, 2, 2), 1), ("image", (1, 2, 2), 1)]
+    calls = [lambda: MultimodalItem.from_arrays("video", offsets, lengths, (2, 2, 2)),
+             lambda: MultimodalItem.from_columns([(*h, False) for h in heads], offsets, lengths)]
+    for call in calls:
+        if field is None:
+            assert call()
+            continue
+        with pytest.raises(LayoutError) as info:
+            call()
+        assert info.value.field == field
