@@ -41,9 +41,12 @@ def _pattern(t: int, h: int, w: int) -> np.ndarray:
     return PATTERNS.get((t, h, w), build)
 
 
+_RAMP3 = np.broadcast_to(_RAMP, (3, _RAMP_MAX))
+
+
 def _ramp(n: int) -> np.ndarray:
     """``0 .. n-1`` on all three rows (a text segment's in-segment offsets); a read-only view."""
-    return np.broadcast_to(_RAMP[:n] if n <= _RAMP_MAX else np.arange(n, dtype=np.int64), (3, n))
+    return _RAMP3[:, :n] if n <= _RAMP_MAX else np.broadcast_to(np.arange(n, dtype=np.int64), (3, n))
 
 
 def _segments(ids: np.ndarray, spec: TokenSpec) -> tuple:
@@ -63,8 +66,8 @@ def _segments(ids: np.ndarray, spec: TokenSpec) -> tuple:
 def _run_grids(mm_starts, mm_ends, mm_kind, image_grids, video_grids, request_id) -> np.ndarray:
     """One (t, h, w) grid per pad run, in prompt order: exactly one image grid per image pad run and
     one temporal group per video pad run (a grid left over is a request that does not match its ids)."""
-    n_img = int(np.count_nonzero(mm_kind == 1))
     n_vid = int(np.count_nonzero(mm_kind == 2))
+    n_img = mm_kind.shape[0] - n_vid
     if n_img != len(image_grids):
         raise GridMismatchError("image_grid_thw", f"{n_img} grids (one per image pad run)", len(image_grids),
                                 request_id=request_id)
@@ -82,16 +85,16 @@ def _run_grids(mm_starts, mm_ends, mm_kind, image_grids, video_grids, request_id
     return grids
 
 
-def _assemble(starts, ends, kinds, seg_base, run_shapes: dict) -> np.ndarray:
+def _assemble(starts, ends, kinds, seg_base, run_shapes: list) -> np.ndarray:
     """Positions (3, L): per segment its in-segment offsets (a ramp for text, the cached pattern of
-    a pad run), joined in one concatenation, plus each segment's base value in one add."""
+    a pad run; ``run_shapes``: the runs' merged grids in order), joined in one concatenation, plus each
+    segment's base value in one add."""
     seg_len = ends - starts
     lengths = seg_len.tolist()
-    # each distinct shape and text length looked up once per call: a video's groups share one
-    patterns = {shape: _pattern(*shape) for shape in set(run_shapes.values())}
-    ramps = {n: _ramp(n) for n in set(lengths)}
-    pieces = [patterns[run_shapes[s]] if k else ramps[n]
-              for s, n, k in zip(starts.tolist(), lengths, kinds.tolist(), strict=True)]
+    # each distinct shape looked up once per call: a video's groups share one
+    patterns = {shape: _pattern(*shape) for shape in set(run_shapes)}
+    shapes = iter(run_shapes)
+    pieces = [patterns[next(shapes)] if k else _ramp(n) for n, k in zip(lengths, kinds.tolist(), strict=True)]
     pos = np.concatenate(pieces, axis=1)
     pos += np.repeat(seg_base, seg_len)
     return pos
@@ -143,7 +146,7 @@ def mrope_positions(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_gr
     n = ids.shape[0]
     if not n:
         return _readonly(np.zeros((3, 0), dtype=np.int64)), 0
-    shapes = dict(zip(starts[mm].tolist(), zip(gt.tolist(), lh.tolist(), lw.tolist(), strict=True), strict=True))
+    shapes = list(zip(gt.tolist(), lh.tolist(), lw.tolist(), strict=True))
     pos = _assemble(starts, ends, seg_kind, seg_base, shapes)
     return _readonly(pos), _peak(*plan) + 1 - n
 
