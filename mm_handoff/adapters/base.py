@@ -113,7 +113,7 @@ class Adapter(abc.ABC):
                                     request_id=request_id, hint="the prompt is not the one the encoder expanded")
         ids = layout.token_ids
         cursor = anchor = 0  # where the next text segment starts, in the prompt and in the layout's ids
-        segments = []  # (field, layout ids [a, b), prompt ids [c, d)) of every text segment
+        segments = []  # (the item it precedes, layout ids [a, b), prompt ids [c, d)) of every text segment
         for k, (p, item) in enumerate(zip(places.tolist(), layout.items, strict=True)):
             lo, hi = self.placeholder_span(raw, p, item.modality, cursor, layout.convention)
             start, end = self.expansion_span(layout, k, request_id=request_id)
@@ -121,18 +121,18 @@ class Adapter(abc.ABC):
                 raise GridMismatchError(f"items[{k}]", f"an expansion starting at or after {anchor} (the end of "
                                         "the previous item's)", start, request_id=request_id,
                                         hint="two items' expansions overlap: a marker between them is missing")
-            segments.append(("prompt text before the first item" if k == 0 else f"prompt text before item {k}",
-                             anchor, start, cursor, lo))
+            segments.append((k, anchor, start, cursor, lo))
             cursor, anchor = hi, end
-        segments.append(("prompt text after the last item" if layout.items else "prompt text",
-                         anchor, len(ids), cursor, len(raw)))
+        segments.append((len(places), anchor, len(ids), cursor, len(raw)))
         # one comparison of all the text (as bytes) when every segment has its length; else, or on a
         # difference, the first segment that differs names it
         if all(b - a == d - c for _, a, b, c, d in segments) and b"".join(
                 [ids[a:b].tobytes() for _, a, b, _, _ in segments]) == b"".join(
                 [raw[c:d].tobytes() for _, _, _, c, d in segments]):
             return
-        for field, a, b, c, d in segments:
+        for k, a, b, c, d in segments:
+            field = ("prompt text before the first item" if k == 0 else f"prompt text before item {k}") \
+                if k < len(places) else "prompt text after the last item" if k else "prompt text"
             check_token_ids(ids[a:b], raw[c:d], request_id=request_id, field=field)
 
     def placeholder_span(self, raw: np.ndarray, p: int, modality: str, cursor: int, convention: str) -> tuple:
