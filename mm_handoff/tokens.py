@@ -54,8 +54,10 @@ def readonly_ids(token_ids, field: str = "token_ids", *, max_len: int | None = N
 
 
 def run_length_form(ids: np.ndarray) -> tuple:
-    """``(values, counts)`` of non-empty ids, read-only int32, canonical (neighbouring values differ):
-    the one pass over the ids that everything else about a layout is read from."""
+    """``(values, counts)`` of the ids, read-only int32, canonical (neighbouring values differ): the one
+    pass over the ids that everything else about a layout is read from (none for no ids)."""
+    if not ids.shape[0]:
+        return _readonly(np.zeros(0, dtype=np.int32)), _readonly(np.zeros(0, dtype=np.int32))
     edges = np.nonzero(ids[1:] != ids[:-1])[0]
     bounds = np.empty(edges.shape[0] + 2, dtype=np.int64)
     bounds[0], bounds[-1] = 0, ids.shape[0]

@@ -113,3 +113,12 @@ def test_timestamp_text_is_read_alike_by_the_package_and_the_oracle(text, expect
     got = fast.items[0].timestamps
     assert got == (None if expected is None else (expected,))
     assert slow.items[0].timestamps == got and fast == slow
+
+
+def test_an_empty_prompt_is_a_layout_error():
+    """No ids: the layout's own error, from the derivation as from the constructor (not an IndexError)."""
+    from mm_handoff import LayoutError, get_adapter
+
+    with pytest.raises(LayoutError) as info:
+        get_adapter("qwen3_vl").derive_layout([])
+    assert info.value.field == "token_ids"
