@@ -34,6 +34,8 @@ def _split_runs(values: np.ndarray, counts: np.ndarray, stop: np.ndarray, pad: i
     gives the pieces, and each piece maps back to a prompt offset through its run.
     """
     seg = np.flatnonzero(values == pad)
+    if not seg.shape[0] and not lengths:  # no item of this modality and none of its pads
+        return []
     run_len = counts[seg].astype(np.int64)
     run_cum = np.cumsum(run_len)
     total, found = int(sum(lengths)), int(run_cum[-1]) if seg.shape[0] else 0

@@ -242,10 +242,13 @@ def normalize_grids(grids, field: str, *, merge_size: int, limits=None) -> list:
                 raise GridMismatchError(f"{field}[{k}]", "(t, h, w) integers", type(g).__name__) from None
         if not isinstance(g, (list, tuple)) or len(g) != 3:
             raise GridMismatchError(f"{field}[{k}]", "(t, h, w) integers", g)
-        try:
-            t, h, w = (strict_int(v) for v in g)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise GridMismatchError(f"{field}[{k}]", "(t, h, w) integers", g) from exc
+        if plain_ints(g, 1, _MAX_ID):  # three plain ints (the common case): read as they are
+            t, h, w = g
+        else:
+            try:
+                t, h, w = (strict_int(v) for v in g)
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise GridMismatchError(f"{field}[{k}]", "(t, h, w) integers", g) from exc
         if min(t, h, w) < 1:
             raise GridMismatchError(f"{field}[{k}]", "positive (t, h, w)", (t, h, w))
         if h % merge_size or w % merge_size:
