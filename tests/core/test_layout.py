@@ -256,3 +256,31 @@ def test_item_columns_are_bounded_in_one_pass(offsets, lengths, field):
         with pytest.raises(LayoutError) as info:
             call()
         assert info.value.field == field
+
+
+def _image(offset, length, grid=(1, 2, 2)):
+    return MultimodalItem("image", [(offset, length)], length, grid)
+
+
+@pytest.mark.parametrize("ids, items, field", [
+    # two images whose pads touch: one segment of the ids' run-length form, two runs
+    ([1, 5, 5, 5, 5, 2], (_image(1, 2, (1, 2, 4)), _image(3, 2, (1, 2, 4))), None),
+    ([1, 5, 5, 5, 5, 2], (_image(1, 2, (1, 2, 4)), _image(3, 1, (1, 2, 2))), "token_ids"),  # a pad left out
+    ([1, 5, 5, 6, 6, 2], (_image(1, 2, (1, 2, 4)), _image(3, 2, (1, 2, 4))), "runs[1]"),  # video pads in an image run
+    # an image run touching a video group: two segments (the pads differ), two runs
+    ([1, 5, 5, 3, 6, 6, 4, 2], (_image(1, 2, (1, 2, 4)), video(((4, 2),), 2, (1, 2, 4))), None),
+    ([1, 5, 5, 5, 2], (_image(1, 2, (1, 2, 4)),), "token_ids"),  # a pad after the run
+    ([5, 5, 1], (_image(0, 2, (1, 2, 4)),), None),  # a run at the prompt's start
+    ([1, 5, 5], (_image(1, 2, (1, 2, 4)),), None),  # a run at its end
+    ([1, 2, 3], (), None),  # text only
+    ([1, 5, 3], (), "token_ids"),  # a pad and no item
+])
+def test_runs_against_pads_on_the_run_length_form(ids, items, field):
+    """Runs cover exactly the pads of their modality, read from the ids' run-length form: runs of one
+    modality that touch join into one segment; a pad outside every run or a run over other ids is refused."""
+    if field is None:
+        assert make(ids=ids, items=items).prompt_len == len(ids)
+        return
+    with pytest.raises(LayoutError) as info:
+        make(ids=ids, items=items)
+    assert info.value.field == field
