@@ -130,7 +130,9 @@ def _seconds(values) -> np.ndarray | None:
         t = np.array(values, dtype=np.float64) if len(values) else np.zeros(0)  # a copy: the caller keeps theirs
     if t.ndim != 1:
         raise LayoutError("MultimodalItem.timestamps", "a 1-D sequence of seconds", f"shape {t.shape}")
-    ok = (t >= 0) & (t <= _MAX_SECONDS)  # NaN and infinities fail the bounds; a finite value rounds safely
+    # no sign bit (a negative, or -0.0, which prints as "-0.0"), and at most the bound (NaN and infinities
+    # fail it): a value that passes is finite and rounds safely
+    ok = ~np.signbit(t) & (t <= _MAX_SECONDS)
     if not (bool(ok.all()) and bool((np.round(t * 10) / 10 == t).all())):
         ok &= np.round(np.where(ok, t, 0) * 10) / 10 == t
         g = int(np.flatnonzero(~ok)[0])
@@ -178,18 +180,19 @@ def _grid(value) -> tuple:
     return grid
 
 
-def _checked(heads, off: np.ndarray, ln: np.ndarray, seconds, spans) -> list:
-    """Every item's fields from shared columns, all checked at once: a known modality and a grid per
-    item, at least one run each, offsets >= 0 and lengths >= 1 (as many of each), timestamps with their
-    spans, one per group, for video groups only; an item's rows are the sum of its lengths. Returns
-    each item's ``__attrs_init__`` arguments (read-only slices of the columns)."""
-    if off.shape != ln.shape:
-        raise LayoutError("MultimodalItem.runs", "as many offsets as lengths", (off.shape[0], ln.shape[0]))
-    if (seconds is None) != (spans is None):
-        raise LayoutError("MultimodalItem.timestamp_spans", "given together with timestamps",
-                          "only one of timestamps and timestamp_spans")
+def _read_heads(heads, n_runs: int, seconds) -> tuple:
+    """The items' heads read strictly (at most one per run): ``(heads, first run of each, first group of
+    each stamped one or None, runs in all, stamped groups in all)``."""
+    try:  # at most one item per run (each has one at least)
+        heads = list(itertools.islice(heads, n_runs + 1))
+    except TypeError:
+        raise LayoutError("MultimodalItem heads", "(modality, grid_thw, runs, stamped) per item",
+                          type(heads).__name__) from None
     bounds, stamped_at, r, t = [], [], 0, 0
-    for modality, _, runs, stamped in heads:
+    for head in heads:
+        if not (isinstance(head, tuple) and len(head) == 4 and type(head[3]) is bool):
+            raise LayoutError("MultimodalItem heads", "(modality, grid_thw, runs, stamped) per item", head)
+        modality, _, runs, stamped = head
         if modality not in MODALITIES:
             raise LayoutError("MultimodalItem.modality", f"one of {MODALITIES}", modality)
         if type(runs) is not int or runs < 1:
@@ -201,13 +204,28 @@ def _checked(heads, off: np.ndarray, ln: np.ndarray, seconds, spans) -> list:
         stamped_at.append(t if stamped else None)
         r += runs
         t += runs if stamped else 0
+    return heads, bounds, stamped_at, r, t
+
+
+def _checked(heads, off: np.ndarray, ln: np.ndarray, seconds, spans) -> list:
+    """Every item's fields from shared columns, all checked at once: a known modality and a grid per
+    item, at least one run each, offsets >= 0 and lengths >= 1 (as many of each), timestamps with their
+    spans, one per group, for video groups only; an item's rows are the sum of its lengths. Returns
+    each item's ``__attrs_init__`` arguments (read-only slices of the columns)."""
+    if off.shape != ln.shape:
+        raise LayoutError("MultimodalItem.runs", "as many offsets as lengths", (off.shape[0], ln.shape[0]))
+    if (seconds is None) != (spans is None):
+        raise LayoutError("MultimodalItem.timestamp_spans", "given together with timestamps",
+                          "only one of timestamps and timestamp_spans")
+    heads, bounds, stamped_at, r, t = _read_heads(heads, off.shape[0], seconds)
     if r != off.shape[0]:
         raise LayoutError("MultimodalItem.runs", f"{r} runs for the items", off.shape[0])
+    for name, values in (("timestamps", seconds), ("timestamp_spans", spans)):
+        given = 0 if values is None else values.shape[0]
+        if given != t:
+            raise LayoutError(f"MultimodalItem.{name}", f"one per group ({t})", given)
     if not r:
         return []
-    for name, values in (("timestamps", seconds), ("timestamp_spans", spans)):
-        if values is not None and values.shape[0] != t:
-            raise LayoutError(f"MultimodalItem.{name}", f"one per group ({t})", values.shape[0])
     if r == 1:  # the common image: no reductions
         rows = [int(ln[0])]
         in_range = 0 <= int(off[0]) <= MAX_POSITION and 1 <= rows[0] <= MAX_POSITION

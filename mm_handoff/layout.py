@@ -145,13 +145,16 @@ class HandoffLayout:
         The ids are expanded and every invariant is checked as in the constructor; the run-length
         form is kept when it is canonical, so :meth:`rle` and the wire form reuse it.
         """
-        values = np.asarray(values)
-        counts = np.asarray(counts)
-        if values.ndim != 1 or counts.shape != values.shape or (counts.size and int(counts.min()) < 1):
-            raise LayoutError("rle", "values and positive counts of one length", (values.shape, counts.shape))
+        try:
+            values, counts = np.asarray(values), np.asarray(counts)
+        except Exception as exc:  # ragged, or an object whose conversion raises
+            raise LayoutError("rle", "values and counts, two 1-D int sequences", type(counts).__name__) from exc
+        if values.ndim != 1 or counts.shape != values.shape:
+            raise LayoutError("rle", "values and counts of one length", (values.shape, counts.shape))
+        if counts.size and (counts.dtype.kind not in "iu" or int(counts.min()) < 1 or int(counts.max()) > MAX_ID):
+            raise LayoutError("rle.counts", f"int counts in [1, {MAX_ID}]", f"{counts.dtype}"
+                              + (f" in [{counts.min()}, {counts.max()}]" if counts.dtype.kind in "iu" else ""))
         values = readonly_ids(values, "rle.values")
-        if counts.dtype != np.int32 and counts.size and (counts.dtype.kind not in "iu" or int(counts.max()) > MAX_ID):
-            raise LayoutError("rle.counts", f"int counts in [1, {MAX_ID}]", f"{counts.dtype}, max {counts.max()}")
         counts = counts if counts.dtype == np.int32 and frozen(counts) else _readonly(counts.astype(np.int32))
         canonical = values.shape[0] < 2 or not bool((values[1:] == values[:-1]).any())
         return cls._assembled(_readonly(np.repeat(values, counts)), items, spec,

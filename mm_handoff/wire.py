@@ -218,14 +218,14 @@ def _decode_items(items, rid) -> list:
         runs = [v["runs"] for v in items]
         stamped = [v["timestamps"] for v in items]
         if {*map(type, modalities)} == _STR_ONLY and {*modalities} <= _MODALITY_SET \
-                and {*map(type, grids)} == _LIST_ONLY and {*map(len, grids)} == _THREE \
+                and {*map(type, grids)} <= _SEQUENCES and {*map(len, grids)} == _THREE \
                 and {*map(type, stamped)} == _BOOL_ONLY \
                 and plain_ints((*itertools.chain.from_iterable(grids), *runs), 1, _MAX_SPEC_INT):
             return list(zip(modalities, map(tuple, grids), runs, stamped, strict=True))
     return [_decode_item(k, v, rid) for k, v in enumerate(items)]
 
 
-_DICT_ONLY, _STR_ONLY, _LIST_ONLY, _BOOL_ONLY, _THREE = {dict}, {str}, {list}, {bool}, {3}
+_DICT_ONLY, _STR_ONLY, _SEQUENCES, _BOOL_ONLY, _THREE = {dict}, {str}, {list, tuple}, {bool}, {3}
 _MODALITY_SET = {"image", "video"}
 
 
@@ -233,7 +233,7 @@ def _decode_item(k: int, v, rid) -> tuple:
     """``(modality, grid, runs, stamped)`` of one item's header, each of its exact type and in range."""
     if type(v) is dict and v.keys() == _ITEM_KEYS:
         modality, grid, runs, stamped = v["modality"], v["grid_thw"], v["runs"], v["timestamps"]
-        if type(modality) is str and modality in _MODALITIES and type(grid) is list and len(grid) == 3 \
+        if type(modality) is str and modality in _MODALITIES and type(grid) in (list, tuple) and len(grid) == 3 \
                 and plain_ints((*grid, runs), 1, _MAX_SPEC_INT) and type(stamped) is bool:
             return modality, tuple(grid), runs, stamped
     _explain_item(k, v, rid)

@@ -516,3 +516,46 @@ def test_misused_checks_and_misbehaving_adapters_are_typed():
     for k in range(600):  # lookups by many classes keep a bounded cache
         reg.get(type(f"Sub{k}", (Qwen3VLAdapter,), {}), convention="pad_only")
     assert len(reg._cache) <= 256
+
+
+# ------------------------------------------------- the columnar round's differential probe (old vs new)
+def test_item_columns_refuse_heads_that_do_not_match():
+    """``from_columns`` reads its heads strictly: a stamped head without timestamps, a head of the
+    wrong shape, no heads at all, an endless iterator of heads, timestamps without a stamped head."""
+    endless = iter(lambda: ("image", (1, 2, 2), 1, False), None)
+    cols = partial(MultimodalItem.from_columns)
+    for call, field in (
+            (partial(cols, [("video", (1, 2, 2), 1, True)], [0], [1]), "MultimodalItem.timestamps"),
+            (partial(cols, [("video", (1, 2, 2))], [0], [1]), "MultimodalItem heads"),
+            (partial(cols, [("video", (1, 2, 2), 1, 1)], [0], [1]), "MultimodalItem heads"),
+            (partial(cols, None, [0], [1]), "MultimodalItem heads"),
+            (partial(cols, endless, [0], [1]), "MultimodalItem.runs"),
+            (partial(cols, [], [], [], np.array([1.0]), np.array([[0, 1]])), "MultimodalItem.timestamps")):
+        refused(call, LayoutError, field)
+
+
+def test_negative_zero_seconds_are_not_what_the_processor_prints():
+    """-0.0 would print as "-0.0" and hash unlike 0.0 (its wire form then failed its own checksum)."""
+    refused(partial(MultimodalItem, "video", [(0, 1)], 1, (1, 2, 2), [-0.0], [(0, 1)]), LayoutError,
+            "MultimodalItem.timestamps[0]")
+    refused(partial(MultimodalItem.from_arrays, "video", [0], [1], (1, 2, 2), np.array([-0.0]), np.array([[0, 1]])),
+            LayoutError, "MultimodalItem.timestamps[0]")
+
+
+def test_run_length_counts_are_read_strictly():
+    """Counts that are text, ragged, bools or beyond an int32 are the layout's error, not numpy's."""
+    make = partial(HandoffLayout.from_rle, items=(), spec=S, family="qwen3_vl", convention="pad_only")
+    for counts, field in ((["1", "2"], "rle.counts"), ([[1], [1, 2]], "rle"), ([True, True], "rle.counts"),
+                          ([1, 2**31], "rle.counts"), ([0, 1], "rle.counts")):
+        refused(partial(make, [1, 2], counts), LayoutError, field)
+    assert make([1, 2], np.array([1, 2], np.uint64)).token_ids.tolist() == [1, 2, 2]
+
+
+def test_a_grid_given_as_a_tuple_in_an_in_process_payload_reads_as_a_list():
+    """JSON gives lists; an in-process dict may hold a tuple: the same grid either way."""
+    s = ADAPTER.spec
+    layout = ADAPTER.derive_layout([100, s.vision_start, *[s.image_pad] * 4, s.vision_end], image_grid_thw=[(1, 4, 4)],
+                                   mrope=False)
+    payload = layout.to_wire()
+    payload["items"][0]["grid_thw"] = tuple(payload["items"][0]["grid_thw"])
+    assert HandoffLayout.from_wire(payload) == layout
