@@ -180,6 +180,9 @@ def _grid(value) -> tuple:
     return grid
 
 
+_TUPLE_ONLY, _THREE = {tuple}, {3}
+
+
 def _read_heads(heads, n_runs: int, seconds) -> tuple:
     """The items' heads read strictly (at most one per run): ``(heads, first run of each, first group of
     each stamped one or None, runs in all, stamped groups in all)``."""
@@ -241,12 +244,16 @@ def _checked(heads, off: np.ndarray, ln: np.ndarray, seconds, spans) -> list:
                           else "MultimodalItem.run_lengths",
                           f"an int in [0, {MAX_POSITION}] (offset) and in [1, {MAX_POSITION}] (length)",
                           (int(off[k]), int(ln[k])))
+    grids = [head[1] for head in heads]
+    if not ({*map(type, grids)} == _TUPLE_ONLY and {*map(len, grids)} == _THREE
+            and plain_ints(tuple(itertools.chain.from_iterable(grids)), 1, MAX_POSITION)):
+        grids = [_grid(grid) for grid in grids]  # (else all are three plain ints already: the common case)
     parts = []
-    for (modality, grid, runs, _), a, b, rows_k in zip(heads, bounds, stamped_at, rows, strict=True):
+    for (modality, _, runs, _), grid, a, b, rows_k in zip(heads, grids, bounds, stamped_at, rows, strict=True):
         sec = sp = None
         if b is not None:
             sec, sp = seconds[b:b + runs], spans[b:b + runs]
-        parts.append((modality, off[a:a + runs], ln[a:a + runs], rows_k, _grid(grid), sec, sp))
+        parts.append((modality, off[a:a + runs], ln[a:a + runs], rows_k, grid, sec, sp))
     return parts
 
 

@@ -4,6 +4,8 @@ within bounds, and any object that fails when read is a typed error naming the f
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from .errors import EmbeddingCountError, HandoffError, MropeLengthError
@@ -65,7 +67,15 @@ def embedding_shapes_of(embeddings, *, field: str = "embeddings", request_id=Non
     if not isinstance(embeddings, (list, tuple)):
         raise HandoffError(field, "a list with one embedding (or handle) per image/video",
                            type(embeddings).__name__, request_id=request_id)
+    if embeddings and {*map(type, embeddings)} == _DICT_ONLY:  # handles: every tensor_size read in one pass
+        sizes: list = [dict.get(e, "tensor_size") for e in embeddings]
+        if {*map(type, sizes)} == _LIST_ONLY and {*map(len, sizes)} == _TWO \
+                and plain_ints(tuple(itertools.chain.from_iterable(sizes)), 0, _MAX_COUNT):
+            return list(map(tuple, sizes))
     return [shape_of(e, field=f"{field}[{i}].shape", request_id=request_id) for i, e in enumerate(embeddings)]
+
+
+_DICT_ONLY, _LIST_ONLY, _TWO = {dict}, {list}, {2}
 
 
 def embedding_rows_of(embeddings, *, field: str = "embeddings", request_id=None) -> list:
