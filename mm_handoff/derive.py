@@ -14,15 +14,15 @@ import numpy as np
 
 from .errors import GridMismatchError, LayoutError
 from .items import IMAGE, VIDEO, MultimodalItem
-from .layout import HandoffLayout, readonly_ids, run_length_form
+from .layout import HandoffLayout
 from .limits import resolve_limits
 from .spec import TokenSpec, item_lengths, normalize_grids
 from .stamps import parse_timestamps
+from .tokens import read_only, readonly_ids, run_length_form
 
 __all__ = ["derive_layout"]
 
-_NO_RUNS = np.zeros(0, dtype=np.int64)
-_NO_RUNS.flags.writeable = False
+_NO_RUNS = read_only(np.zeros(0, dtype=np.int64))
 
 
 def _split_runs(values: np.ndarray, counts: np.ndarray, stop: np.ndarray, pad: int, lengths: list, modality: str,
@@ -71,9 +71,7 @@ def _items(ids: np.ndarray, spec: TokenSpec, groups: list, request_id) -> tuple:
     def joined(parts: list, empty=None):
         if not parts:
             return empty
-        column = np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
-        column.flags.writeable = False
-        return column
+        return read_only(np.concatenate(parts) if len(parts) > 1 else parts[0].copy())
 
     try:
         items = MultimodalItem.from_columns(

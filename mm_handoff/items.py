@@ -18,7 +18,7 @@ import numpy as np
 
 from .errors import LayoutError
 from .spec import as_int, plain_ints
-from .tokens import MAX_ID, frozen
+from .tokens import MAX_ID, frozen, read_only
 
 __all__ = ["PlaceholderRun", "MultimodalItem", "IMAGE", "VIDEO", "MODALITIES", "as_int"]
 
@@ -68,10 +68,6 @@ def _bounded(field: str, values, expected: str, most: int) -> list:
     return out
 
 
-def _readonly(arr: np.ndarray) -> np.ndarray:
-    arr.flags.writeable = False
-    return arr
-
 
 def _run_columns(runs) -> tuple:
     """``(offsets, lengths)`` int64 from :class:`PlaceholderRun` values or ``(offset, length)`` pairs."""
@@ -104,7 +100,7 @@ def _int_column(values, field: str) -> np.ndarray:
         raise LayoutError(field, "a 1-D integer array", f"{arr.dtype} {arr.shape}")
     # bounded by the item's own check (one pass for both columns); kept as it is when no one can change it
     # (the decoder's slices), else a copy of the caller's array
-    return _readonly(arr.view() if arr.dtype == np.int64 and frozen(arr) else arr.astype(np.int64))
+    return read_only(arr.view() if arr.dtype == np.int64 and frozen(arr) else arr.astype(np.int64))
 
 
 #: far beyond any video (the adapters' own bound is a day), and where one decimal is still exact
@@ -138,7 +134,7 @@ def _seconds(values) -> np.ndarray | None:
         g = int(np.flatnonzero(~ok)[0])
         raise LayoutError(f"MultimodalItem.timestamps[{g}]", "a non-negative number (below 2**40) with one "
                           "decimal, as printed", float(t[g]))
-    return _readonly(t)
+    return read_only(t)
 
 
 def _spans(values) -> np.ndarray | None:
@@ -158,11 +154,11 @@ def _spans(values) -> np.ndarray | None:
         arr = np.asarray(values, dtype=np.int64).reshape(-1, 2)
     if arr.ndim != 2 or arr.shape[1:] != (2,) or (arr.size and arr.dtype.kind not in "iu"):
         raise LayoutError("MultimodalItem.timestamp_spans", "(start, end) int pairs", f"{arr.dtype} {arr.shape}")
-    if arr.size and (int(arr.max()) > MAX_POSITION or int(arr.min()) < 0 if arr.dtype != np.int64
+    if arr.size and ((int(arr.max()) > MAX_POSITION or int(arr.min()) < 0) if arr.dtype != np.int64
                      else int(arr.view(np.uint64).max()) > MAX_POSITION):  # (negatives are huge unsigned)
         raise LayoutError("MultimodalItem.timestamp_spans", f"positions in [0, {MAX_POSITION}]",
                           (int(arr.min()), int(arr.max())))
-    return _readonly(arr.view() if arr.dtype == np.int64 and frozen(arr) else arr.astype(np.int64))
+    return read_only(arr.view() if arr.dtype == np.int64 and frozen(arr) else arr.astype(np.int64))
 
 
 def _grid(value) -> tuple:
@@ -291,7 +287,7 @@ class MultimodalItem:
         if type(rows) is not int or rows < 1:
             raise LayoutError("MultimodalItem.embedding_length", "an int >= 1", embedding_length)
         grid = _grid(grid_thw)
-        offsets, lengths = (_readonly(c) for c in _run_columns(runs))
+        offsets, lengths = (read_only(c) for c in _run_columns(runs))
         seconds, spans = _seconds(timestamps), _spans(timestamp_spans)
         (part,) = _checked(((modality, grid, offsets.shape[0], seconds is not None or spans is not None),),
                            offsets, lengths, seconds, spans)

@@ -58,9 +58,9 @@ from .layout_checks import (
     valid_spec,
 )
 from .spec import CONVENTIONS, TokenSpec
-from .tokens import MAX_ID, frozen, readonly_ids, run_length_form
+from .tokens import MAX_ID, frozen, read_only, readonly_ids, run_length_form
 
-__all__ = ["PlaceholderRun", "MultimodalItem", "HandoffLayout", "IMAGE", "VIDEO", "readonly_ids", "run_length_form"]
+__all__ = ["PlaceholderRun", "MultimodalItem", "HandoffLayout", "IMAGE", "VIDEO", "readonly_ids"]
 
 _ITEM_TYPE = {IMAGE: 0, VIDEO: 1}  # TensorRT-LLM's item_types vocabulary
 
@@ -155,9 +155,9 @@ class HandoffLayout:
             raise LayoutError("rle.counts", f"int counts in [1, {MAX_ID}]", f"{counts.dtype}"
                               + (f" in [{counts.min()}, {counts.max()}]" if counts.dtype.kind in "iu" else ""))
         values = readonly_ids(values, "rle.values")
-        counts = counts if counts.dtype == np.int32 and frozen(counts) else _readonly(counts.astype(np.int32))
+        counts = counts if counts.dtype == np.int32 and frozen(counts) else read_only(counts.astype(np.int32))
         canonical = values.shape[0] < 2 or not bool((values[1:] == values[:-1]).any())
-        return cls._assembled(_readonly(np.repeat(values, counts)), items, spec,
+        return cls._assembled(read_only(np.repeat(values, counts)), items, spec,
                               seeds={"rle": (values, counts)} if canonical else {}, **kwargs)
 
     # ----------------------------------------------------------------- derived, memoised views
@@ -226,11 +226,11 @@ class HandoffLayout:
 
     @property
     def vision_start_positions(self) -> np.ndarray:
-        return self._memo("vs", lambda: _readonly(np.flatnonzero(self.token_ids == self.spec.vision_start)))
+        return self._memo("vs", lambda: read_only(np.flatnonzero(self.token_ids == self.spec.vision_start)))
 
     @property
     def vision_end_positions(self) -> np.ndarray:
-        return self._memo("ve", lambda: _readonly(np.flatnonzero(self.token_ids == self.spec.vision_end)))
+        return self._memo("ve", lambda: read_only(np.flatnonzero(self.token_ids == self.spec.vision_end)))
 
     @property
     def num_pads(self) -> int:
@@ -342,7 +342,7 @@ class HandoffLayout:
             # the decoder's columns are the items' (their runs are slices of them), its content the layout's
             seeds = {"rle": (content.values, content.counts), "cols": (content.offsets, content.lengths, kind, cu),
                      "content": content, ("fp", False): content.checksum}
-            return cls._assembled(_readonly(np.repeat(content.values, content.counts)), items, content.spec,
+            return cls._assembled(read_only(np.repeat(content.values, content.counts)), items, content.spec,
                                   seeds=seeds, family=content.family, convention=content.convention,
                                   mrope_position_delta=content.mrope_position_delta,
                                   tokenizer_digest=content.tokenizer_digest)
@@ -382,12 +382,8 @@ class HandoffLayout:
                 f"mrope={'yes' if self.mrope_position_ids is not None else 'no'})")
 
 
-def _readonly(arr: np.ndarray) -> np.ndarray:
-    arr.flags.writeable = False
-    return arr
 
-
-_NO_RUNS = _readonly(np.zeros(0, dtype=np.int64))
+_NO_RUNS = read_only(np.zeros(0, dtype=np.int64))
 
 
 def _fingerprint(layout: HandoffLayout, include_mrope: bool) -> str:

@@ -17,7 +17,7 @@ from .errors import GridMismatchError
 from .items import VIDEO
 from .limits import resolve_limits
 from .spec import TokenSpec, normalize_grids
-from .tokens import readonly_ids
+from .tokens import read_only, readonly_ids
 
 __all__ = ["mrope_positions", "mrope_delta", "layout_delta", "PATTERNS"]
 
@@ -145,10 +145,10 @@ def mrope_positions(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_gr
     ids, starts, ends, seg_kind, seg_base, mm, (gt, lh, lw) = plan
     n = ids.shape[0]
     if not n:
-        return _readonly(np.zeros((3, 0), dtype=np.int64)), 0
+        return read_only(np.zeros((3, 0), dtype=np.int64)), 0
     shapes = list(zip(gt.tolist(), lh.tolist(), lw.tolist(), strict=True))
     pos = _assemble(starts, ends, seg_kind, seg_base, shapes)
-    return _readonly(pos), _peak(*plan) + 1 - n
+    return read_only(pos), _peak(*plan) + 1 - n
 
 
 def mrope_delta(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_grid_thw=None, limits=None,
@@ -185,7 +185,3 @@ def layout_delta(layout, *, request_id=None) -> int:
         peak = max(peak, n - 1 + int(step.sum()))
     return peak + 1 - n
 
-
-def _readonly(arr: np.ndarray) -> np.ndarray:
-    arr.flags.writeable = False
-    return arr

@@ -9,7 +9,7 @@ import numpy as np
 
 from .errors import LayoutError
 
-__all__ = ["readonly_ids", "frozen", "run_length_form", "MAX_ID"]
+__all__ = ["readonly_ids", "frozen", "read_only", "run_length_form", "MAX_ID"]
 
 #: the largest id an int32 holds (every vocabulary in the family fits)
 MAX_ID = 2**31 - 1
@@ -57,13 +57,13 @@ def run_length_form(ids: np.ndarray) -> tuple:
     """``(values, counts)`` of the ids, read-only int32, canonical (neighbouring values differ): the one
     pass over the ids that everything else about a layout is read from (none for no ids)."""
     if not ids.shape[0]:
-        return _readonly(np.zeros(0, dtype=np.int32)), _readonly(np.zeros(0, dtype=np.int32))
+        return read_only(np.zeros(0, dtype=np.int32)), read_only(np.zeros(0, dtype=np.int32))
     edges = np.nonzero(ids[1:] != ids[:-1])[0]
     bounds = np.empty(edges.shape[0] + 2, dtype=np.int64)
     bounds[0], bounds[-1] = 0, ids.shape[0]
     np.add(edges, 1, out=bounds[1:-1])
     counts = (bounds[1:] - bounds[:-1]).astype(np.int32)
-    return _readonly(ids[bounds[:-1]]), _readonly(counts)
+    return read_only(ids[bounds[:-1]]), read_only(counts)
 
 
 def frozen(arr: Any) -> bool:
@@ -121,6 +121,7 @@ _CHUNK = 4096
 _PACK_CHUNK = struct.Struct(f"={_CHUNK}i")  # '=': native order, standard 4-byte int (np.int32)
 
 
-def _readonly(arr: np.ndarray) -> np.ndarray:
+def read_only(arr: np.ndarray) -> np.ndarray:
+    """``arr``, made read-only (the core hands out arrays no one can change)."""
     arr.flags.writeable = False
     return arr

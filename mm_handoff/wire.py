@@ -37,6 +37,7 @@ import numpy as np
 from .errors import HandoffError, WireChecksumError, WireFormatError, WireLimitError, WireVersionError
 from .limits import Limits, resolve_limits
 from .spec import TokenSpec, plain_ints
+from .tokens import read_only
 from .wire_content import WireContent, WireItem, checksum, columns_of
 
 __all__ = ["WireLimits", "WireContent", "WireItem", "columns_of", "encode", "decode", "checksum", "FORMAT", "VERSION"]
@@ -341,25 +342,21 @@ def _split_arrays(arrays: np.ndarray, n: int, sizes: tuple, rid) -> tuple:
         raise _fail("arrays.values", "a run-length form whose neighbouring values differ",
                     f"value {int(values[k])} repeated at runs {k} and {k + 1}", rid)
     at = 2 * n_rle
-    offsets = _readonly(np.cumsum(arrays[at:at + n_runs], dtype=np.int64))
-    lengths = _readonly(arrays[at + n_runs:at + 2 * n_runs].astype(np.int64))
+    offsets = read_only(np.cumsum(arrays[at:at + n_runs], dtype=np.int64))
+    lengths = read_only(arrays[at + n_runs:at + 2 * n_runs].astype(np.int64))
     if not n_ts:
         return values, counts, offsets, lengths, _NO_SECONDS, _NO_SPANS
     at += 2 * n_runs
-    seconds = _readonly(np.cumsum(arrays[at:at + n_ts], dtype=np.int64) / 10)
+    seconds = read_only(np.cumsum(arrays[at:at + n_ts], dtype=np.int64) / 10)
     spans = np.empty((n_ts, 2), dtype=np.int64)
     np.cumsum(arrays[at + n_ts:at + 2 * n_ts], out=spans[:, 0])
     np.add(spans[:, 0], arrays[at + 2 * n_ts:], out=spans[:, 1])
-    return values, counts, offsets, lengths, seconds, _readonly(spans)
+    return values, counts, offsets, lengths, seconds, read_only(spans)
 
 
-def _readonly(arr: np.ndarray) -> np.ndarray:
-    arr.flags.writeable = False
-    return arr
 
-
-_NO_SECONDS = _readonly(np.zeros(0))
-_NO_SPANS = _readonly(np.zeros((0, 2), dtype=np.int64))
+_NO_SECONDS = read_only(np.zeros(0))
+_NO_SPANS = read_only(np.zeros((0, 2), dtype=np.int64))
 
 
 def decode(obj, *, limits: Limits | None = None, request_id=None) -> WireContent:

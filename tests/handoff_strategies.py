@@ -45,27 +45,30 @@ def video_metadata(draw, frames: int):
 
 
 @st.composite
-def prompts(draw, family: str | None = None, *, max_items: int = 3, convention: str | None = None):
-    """(adapter, raw_prompt_ids, image_grids, video_grids, video_metadata, expanded_ids)."""
+def prompts(draw, family: str | None = None, *, max_items: int = 3, convention: str | None = None,
+            image_side: int = 4, video_side: int = 3, max_frames: int = 9, text: tuple = (6, 4)):
+    """(adapter, raw_prompt_ids, image_grids, video_grids, video_metadata, expanded_ids). Sizes: grid sides
+    up to ``image_side`` / ``video_side`` merged patches, up to ``max_frames`` frames, and up to ``text``
+    (before the first item, after each) text ids."""
     family = family or draw(st.sampled_from(LAYOUT_FAMILIES))
     convention = convention or draw(st.sampled_from(["pad_only", "replace_wrapper"]))
     adapter = make_adapter(family, convention)
     spec = adapter.spec
     m = spec.merge_size
-    raw = draw(st.lists(TEXT_IDS, min_size=1, max_size=6))
+    raw = draw(st.lists(TEXT_IDS, min_size=1, max_size=text[0]))
     image_grids, video_grids, metas = [], [], []
     for _ in range(draw(st.integers(min_value=0, max_value=max_items))):
         raw += [spec.vision_start]
         if draw(st.booleans()):
             raw += [spec.image_pad]
-            image_grids.append((1, m * draw(st.integers(1, 4)), m * draw(st.integers(1, 4))))
+            image_grids.append((1, m * draw(st.integers(1, image_side)), m * draw(st.integers(1, image_side))))
         else:
             raw += [spec.video_pad]
-            frames = draw(st.integers(1, 9))
+            frames = draw(st.integers(1, max_frames))
             t = -(-frames // spec.temporal_patch_size)
-            video_grids.append((t, m * draw(st.integers(1, 3)), m * draw(st.integers(1, 3))))
+            video_grids.append((t, m * draw(st.integers(1, video_side)), m * draw(st.integers(1, video_side))))
             metas.append(draw(video_metadata(frames)))
-        raw += [spec.vision_end] + draw(st.lists(TEXT_IDS, min_size=0, max_size=4))
+        raw += [spec.vision_end] + draw(st.lists(TEXT_IDS, min_size=0, max_size=text[1]))
     expanded = adapter.rebuild_token_ids(raw, image_grid_thw=image_grids, video_grid_thw=video_grids,
                                          video_metadata=metas)
     return adapter, raw, image_grids, video_grids, metas, expanded
