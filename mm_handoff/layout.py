@@ -58,7 +58,7 @@ from .layout_checks import (
     valid_spec,
 )
 from .spec import CONVENTIONS, TokenSpec
-from .tokens import MAX_ID, frozen, read_only, readonly_ids, run_length_form
+from .tokens import MAX_ID, filled_id_list, frozen, read_only, readonly_ids, run_length_form
 
 __all__ = ["PlaceholderRun", "MultimodalItem", "HandoffLayout", "IMAGE", "VIDEO", "readonly_ids"]
 
@@ -264,27 +264,17 @@ class HandoffLayout:
         return self._memo("rle", lambda: run_length_form(self.token_ids))
 
     def token_id_list(self) -> list:
-        """The ids as a Python list (what TensorRT-LLM's dataclasses take): the commonest pad repeated
-        (one shared int, a pointer fill), the other ids from one ``tolist`` put between that modality's
-        runs; faster than ``ndarray.tolist`` (one int object per id) on pad-heavy prompts."""
+        """The ids as a Python list (what TensorRT-LLM's dataclasses take): from
+        :func:`~mm_handoff.tokens.filled_id_list` with the commonest pad as the fill, on long prompts
+        of few runs; else ``ndarray.tolist``, whose C loop wins on short or fragmented ones."""
         ids, spec, n = self.token_ids, self.spec, self.prompt_len
         off, ln, kind, _ = self._columns()
-        if n < 256 or (off.shape[0] + 1) * 16 > n:  # short, or many short segments: tolist's C loop wins
+        if n < 256 or (off.shape[0] + 1) * 16 > n:
             return ids.tolist()
         video = sum(i.embedding_length for i in self.items if i.modality == VIDEO)
         fill_kind = int(2 * video >= self.num_pads)
-        fill = spec.video_pad if fill_kind else spec.image_pad
         sel = kind == fill_kind  # the runs of the fill's modality hold exactly its pads (a checked invariant)
-        others = ids[ids != fill].tolist()
-        out = [fill] * n
-        at = taken = 0
-        for start, end in zip(off[sel].tolist(), (off[sel] + ln[sel]).tolist(), strict=True):
-            if start > at:
-                out[at:start] = others[taken:taken + start - at]
-                taken += start - at
-            at = end
-        out[at:] = others[taken:]
-        return out
+        return filled_id_list(ids, spec.video_pad if fill_kind else spec.image_pad, off[sel], off[sel] + ln[sel])
 
     def to_disagg_prefill_inputs(self) -> dict:
         """Keyword arguments for TensorRT-LLM's ``DisaggPrefillMultimodalInputs`` (plain lists)."""

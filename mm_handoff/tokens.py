@@ -9,7 +9,7 @@ import numpy as np
 
 from .errors import LayoutError
 
-__all__ = ["readonly_ids", "frozen", "read_only", "run_length_form", "MAX_ID"]
+__all__ = ["readonly_ids", "frozen", "read_only", "run_length_form", "filled_id_list", "MAX_ID"]
 
 #: the largest id an int32 holds (every vocabulary in the family fits)
 MAX_ID = 2**31 - 1
@@ -125,3 +125,57 @@ def read_only(arr: np.ndarray) -> np.ndarray:
     """``arr``, made read-only (the core hands out arrays no one can change)."""
     arr.flags.writeable = False
     return arr
+
+
+def filled_id_list(ids: np.ndarray, fill: int, starts: np.ndarray, ends: np.ndarray) -> list:
+    """``ids.tolist()``, built as ``fill`` repeated (one shared int, a pointer fill) with the other ids
+    put in the gaps before each of ``fill``'s runs ``[starts, ends)`` (sorted, exactly ``fill``'s ids)
+    and after the last. Faster than ``tolist`` (one int object per id) on pad-heavy prompts.
+
+    Gaps that repeat with one length and one stride (a video's groups whose timestamps have as many
+    digits, a row of same-size images) are written as one strided slice per position in the gap
+    instead of one slice per gap: 384 groups of 768 frames, 123 -> 77 us.
+    """
+    others = ids[ids != fill].tolist()
+    out = [fill] * ids.shape[0]
+    m = starts.shape[0]
+    if m <= _BLOCKS_FROM:  # one slice per gap
+        at = took = 0
+        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+            out[at:start] = others[took:took + start - at]
+            took += start - at
+            at = end
+        out[at:] = others[took:]
+        return out
+    gap_at = np.concatenate(([0], ends[:-1]))
+    gap_len = starts - gap_at
+    taken = np.cumsum(gap_len) - gap_len  # where each gap's ids start in ``others``
+    at_, size, took_ = gap_at.tolist(), gap_len.tolist(), taken.tolist()
+    for b, e in _blocks(gap_at, gap_len):
+        g, k = size[b], e - b
+        if k > g:  # fewer slices by position than by gap
+            stride = at_[b + 1] - at_[b]
+            for i in range(g):
+                a, t = at_[b] + i, took_[b] + i
+                out[a:a + (k - 1) * stride + 1:stride] = others[t:t + (k - 1) * g + 1:g]
+        else:
+            for j in range(b, e):
+                out[at_[j]:at_[j] + size[j]] = others[took_[j]:took_[j] + size[j]]
+    out[int(ends[-1]):] = others[took_[-1] + size[-1]:]
+    return out
+
+
+#: up to this many runs, one slice per gap (finding repeating blocks costs more than it saves)
+_BLOCKS_FROM = 32
+
+
+def _blocks(gap_at: np.ndarray, gap_len: np.ndarray) -> list:
+    """``[b, e)`` ranges of gaps with one length and one stride between their starts (a gap that
+    starts a new stride starts a new block, so a block may end one gap early; never too late)."""
+    m = gap_at.shape[0]
+    new = np.ones(m, dtype=bool)
+    new[1:] = gap_len[1:] != gap_len[:-1]
+    stride = gap_at[1:] - gap_at[:-1]
+    new[2:] |= stride[1:] != stride[:-1]
+    firsts = np.flatnonzero(new).tolist()
+    return list(zip(firsts, [*firsts[1:], m], strict=True))

@@ -3,8 +3,12 @@ whatever the mix of pad runs and text: one fill of the commonest pad, the other 
 
 from __future__ import annotations
 
+import numpy as np
 from handoff_strategies import prompts
 from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from mm_handoff.tokens import filled_id_list
 
 #: prompts of a few hundred to a few thousand ids, so both of the list's paths are taken
 LONG = prompts(max_items=5, image_side=12, video_side=6, max_frames=24, text=(300, 40))
@@ -21,3 +25,43 @@ def test_the_id_list_is_the_ids(case):
     assert layout.token_id_list() == expected
     assert layout.to_disagg_prefill_inputs()["prompt_token_ids"] == expected
     assert all(type(v) is int for v in layout.token_id_list())
+
+
+FILL = 151656
+
+
+@st.composite
+def fill_runs(draw):
+    """Ids of fill runs and gaps of other ids, with many runs (so the strided path is taken) whose gap
+    lengths and run lengths repeat for stretches (so it finds blocks) or vary (so they end)."""
+    sizes = draw(st.lists(st.integers(0, 4), min_size=1, max_size=4))
+    runs = draw(st.lists(st.tuples(st.sampled_from(sizes), st.integers(1, 3)),
+                         min_size=draw(st.sampled_from([0, 60])), max_size=120))
+    ids, starts = [], []
+    for gap, pads in runs:
+        ids += draw(st.lists(st.integers(0, 1000), min_size=gap, max_size=gap))
+        starts.append(len(ids))
+        ids += [FILL] * pads
+    ids += draw(st.lists(st.integers(0, 1000), max_size=3))
+    # touching runs join: the fill's runs are the maximal stretches of fill ids
+    arr = np.asarray(ids, dtype=np.int32)
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], (arr == FILL).view(np.int8), [0]))))
+    return arr, edges[0::2], edges[1::2]
+
+
+@settings(max_examples=500, deadline=None)
+@given(fill_runs())
+def test_the_filled_list_is_the_ids(case):
+    ids, starts, ends = case
+    event("strided path" if starts.shape[0] > 32 else "slice per gap")
+    out = filled_id_list(ids, FILL, starts, ends)
+    assert out == ids.tolist()
+    assert all(type(v) is int for v in out)
+
+
+def test_a_regular_video_is_written_by_strides():
+    # 384 groups: 9 text ids, then 26 pads; the same list as tolist, for a run of strides
+    group = [*range(100, 109), *[FILL] * 26]
+    ids = np.asarray(group * 384 + [7, 8], dtype=np.int32)
+    starts = np.arange(384) * 35 + 9
+    assert filled_id_list(ids, FILL, starts, starts + 26) == ids.tolist()
