@@ -153,7 +153,9 @@ def filled_id_list(ids: np.ndarray, fill: int, starts: np.ndarray, ends: np.ndar
     at_, size, took_ = gap_at.tolist(), gap_len.tolist(), taken.tolist()
     for b, e in _blocks(gap_at, gap_len):
         g, k = size[b], e - b
-        if k > g:  # fewer slices by position than by gap
+        if not g:  # runs that touch: nothing between them
+            continue
+        if k > g:  # fewer slices by position than by gap (so k >= 2: the block has a stride)
             stride = at_[b + 1] - at_[b]
             for i in range(g):
                 a, t = at_[b] + i, took_[b] + i

@@ -33,20 +33,19 @@ FILL = 151656
 @st.composite
 def fill_runs(draw):
     """Ids of fill runs and gaps of other ids, with many runs (so the strided path is taken) whose gap
-    lengths and run lengths repeat for stretches (so it finds blocks) or vary (so they end)."""
+    lengths and run lengths repeat for stretches (so it finds blocks) or vary (so they end). A gap of
+    length 0 makes two runs touch, as two runs of one modality may in a layout."""
     sizes = draw(st.lists(st.integers(0, 4), min_size=1, max_size=4))
     runs = draw(st.lists(st.tuples(st.sampled_from(sizes), st.integers(1, 3)),
                          min_size=draw(st.sampled_from([0, 60])), max_size=120))
-    ids, starts = [], []
+    ids, starts, ends = [], [], []
     for gap, pads in runs:
         ids += draw(st.lists(st.integers(0, 1000), min_size=gap, max_size=gap))
         starts.append(len(ids))
         ids += [FILL] * pads
+        ends.append(len(ids))
     ids += draw(st.lists(st.integers(0, 1000), max_size=3))
-    # touching runs join: the fill's runs are the maximal stretches of fill ids
-    arr = np.asarray(ids, dtype=np.int32)
-    edges = np.flatnonzero(np.diff(np.concatenate(([0], (arr == FILL).view(np.int8), [0]))))
-    return arr, edges[0::2], edges[1::2]
+    return np.asarray(ids, dtype=np.int32), np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
 
 
 @settings(max_examples=500, deadline=None)
@@ -65,3 +64,39 @@ def test_a_regular_video_is_written_by_strides():
     ids = np.asarray(group * 384 + [7, 8], dtype=np.int32)
     starts = np.arange(384) * 35 + 9
     assert filled_id_list(ids, FILL, starts, starts + 26) == ids.tolist()
+
+
+def test_runs_that_touch_at_the_end():
+    # 40 runs one id apart, then one touching the last: a block of one empty gap ends the list
+    ids, starts = [], []
+    for _ in range(40):
+        starts.append(len(ids) + 1)
+        ids += [7, FILL, FILL]
+    starts.append(len(ids))
+    ids.append(FILL)
+    starts_ = np.asarray(starts)
+    ends = np.append(starts_[:-1] + 2, len(ids))
+    arr = np.asarray(ids, dtype=np.int32)
+    assert filled_id_list(arr, FILL, starts_, ends) == ids
+
+
+def test_a_layout_whose_last_runs_touch():
+    # 42 one-pad images, the last two with no marker between them (runs of one modality may touch):
+    # the engine's list takes the strided path and ends on an empty gap, through the wire as well
+    from mm_handoff import HandoffLayout, MultimodalItem, get_adapter
+
+    adapter = get_adapter("qwen3_vl")
+    s = adapter.spec
+    ids, items = [100] * 700, []
+    for _ in range(40):
+        ids += [s.vision_start, s.image_pad, s.vision_end]
+        items.append(MultimodalItem("image", [(len(ids) - 2, 1)], 1, (1, 2, 2)))
+    ids.append(s.vision_start)
+    for _ in range(2):
+        items.append(MultimodalItem("image", [(len(ids), 1)], 1, (1, 2, 2)))
+        ids.append(s.image_pad)
+    ids += [s.vision_end, 5]
+    layout = HandoffLayout(np.asarray(ids, dtype=np.int32), items, s, family=adapter.family,
+                           convention=adapter.convention)
+    assert layout.token_id_list() == ids
+    assert HandoffLayout.from_wire(layout.to_wire()).to_disagg_prefill_inputs()["prompt_token_ids"] == ids
