@@ -134,12 +134,12 @@ def filled_id_list(ids: np.ndarray, fill: int, starts: np.ndarray, ends: np.ndar
 
     Gaps that repeat with one length and one stride (a video's groups whose timestamps have as many
     digits, a row of same-size images) are written as one strided slice per position in the gap
-    instead of one slice per gap: 384 groups of 768 frames, 123 -> 77 us.
+    instead of one slice per gap: 384 groups of 768 frames, 108 -> 79 us side by side.
     """
     others = ids[ids != fill].tolist()
     out = [fill] * ids.shape[0]
     m = starts.shape[0]
-    if m <= _BLOCKS_FROM:  # one slice per gap
+    if m <= _SLICE_PER_GAP_MAX:  # one slice per gap
         at = took = 0
         for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
             out[at:start] = others[took:took + start - at]
@@ -168,7 +168,7 @@ def filled_id_list(ids: np.ndarray, fill: int, starts: np.ndarray, ends: np.ndar
 
 
 #: up to this many runs, one slice per gap (finding repeating blocks costs more than it saves)
-_BLOCKS_FROM = 32
+_SLICE_PER_GAP_MAX = 32
 
 
 def _blocks(gap_at: np.ndarray, gap_len: np.ndarray) -> list:
