@@ -68,7 +68,6 @@ def _bounded(field: str, values, expected: str, most: int) -> list:
     return out
 
 
-
 def _run_columns(runs) -> tuple:
     """``(offsets, lengths)`` int64 from :class:`PlaceholderRun` values or ``(offset, length)`` pairs."""
     runs = _bounded("MultimodalItem.runs", runs, "a sequence of runs", _MAX_RUN_OBJECTS)

@@ -372,7 +372,6 @@ class HandoffLayout:
                 f"mrope={'yes' if self.mrope_position_ids is not None else 'no'})")
 
 
-
 _NO_RUNS = read_only(np.zeros(0, dtype=np.int64))
 
 

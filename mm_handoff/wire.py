@@ -354,7 +354,6 @@ def _split_arrays(arrays: np.ndarray, n: int, sizes: tuple, rid) -> tuple:
     return values, counts, offsets, lengths, seconds, read_only(spans)
 
 
-
 _NO_SECONDS = read_only(np.zeros(0))
 _NO_SPANS = read_only(np.zeros((0, 2), dtype=np.int64))
 

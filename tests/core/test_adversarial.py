@@ -523,7 +523,7 @@ def test_item_columns_refuse_heads_that_do_not_match():
     """``from_columns`` reads its heads strictly: a stamped head without timestamps, a head of the
     wrong shape, no heads at all, an endless iterator of heads, timestamps without a stamped head."""
     endless = iter(lambda: ("image", (1, 2, 2), 1, False), None)
-    cols = partial(MultimodalItem.from_columns)
+    cols = MultimodalItem.from_columns
     for call, field in (
             (partial(cols, [("video", (1, 2, 2), 1, True)], [0], [1]), "MultimodalItem.timestamps"),
             (partial(cols, [("video", (1, 2, 2))], [0], [1]), "MultimodalItem heads"),
