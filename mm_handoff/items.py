@@ -99,7 +99,7 @@ def _int_column(values, field: str) -> np.ndarray:
         raise LayoutError(field, "a 1-D integer array", f"{arr.dtype} {arr.shape}")
     # bounded by the item's own check (one pass for both columns); kept as it is when no one can change it
     # (the decoder's slices), else a copy of the caller's array
-    return read_only(arr.view() if arr.dtype == np.int64 and frozen(arr) else arr.astype(np.int64))
+    return read_only(arr, np.int64)
 
 
 #: far beyond any video (the adapters' own bound is a day), and where one decimal is still exact
@@ -120,9 +120,9 @@ def _seconds(values) -> np.ndarray | None:
             if isinstance(t, bool) or not isinstance(t, (int, float, np.integer, np.floating)):
                 raise LayoutError(f"MultimodalItem.timestamps[{g}]", "a number of seconds", t)
     if isinstance(values, np.ndarray) and values.dtype == np.float64 and frozen(values):
-        t = values.view()  # no one can change it (the decoder's and the derivation's): kept as it is
+        t = values  # no one can change it (the decoder's and the derivation's): kept as it is
     else:
-        t = np.array(values, dtype=np.float64) if len(values) else np.zeros(0)  # a copy: the caller keeps theirs
+        t = read_only(np.array(values, dtype=np.float64) if len(values) else np.zeros(0))  # the caller keeps theirs
     if t.ndim != 1:
         raise LayoutError("MultimodalItem.timestamps", "a 1-D sequence of seconds", f"shape {t.shape}")
     # no sign bit (a negative, or -0.0, which prints as "-0.0"), and at most the bound (NaN and infinities
@@ -157,7 +157,7 @@ def _spans(values) -> np.ndarray | None:
                      else int(arr.view(np.uint64).max()) > MAX_POSITION):  # (negatives are huge unsigned)
         raise LayoutError("MultimodalItem.timestamp_spans", f"positions in [0, {MAX_POSITION}]",
                           (int(arr.min()), int(arr.max())))
-    return read_only(arr.view() if arr.dtype == np.int64 and frozen(arr) else arr.astype(np.int64))
+    return read_only(arr, np.int64)
 
 
 def _grid(value) -> tuple:

@@ -14,7 +14,7 @@ from .errors import LayoutError, MropeLengthError
 from .items import IMAGE, VIDEO, MultimodalItem
 from .spec import TokenSpec
 from .stamps import parse_timestamps
-from .tokens import frozen
+from .tokens import read_only
 
 __all__ = ["one_of", "optional_int", "valid_items", "valid_spec", "valid_family", "valid_digest", "mrope_array",
            "check_items_against_spec", "check_runs_and_pads", "check_video_groups", "check_mrope_len",
@@ -70,12 +70,10 @@ def mrope_array(value):
         raise LayoutError("mrope_position_ids", "an integer array of shape (3, L)", type(value).__name__) from exc
     if arr.ndim == 3 and arr.shape[1] == 1:
         arr = arr[:, 0, :]
-    if arr.ndim != 2 or arr.shape[0] != 3 or arr.dtype.kind not in "iu":
-        raise LayoutError("mrope_position_ids", "an integer array of shape (3, L)", f"{arr.dtype} {arr.shape}")
-    if arr.dtype != np.int64 or not frozen(arr):  # a copy unless no one can change it
-        arr = np.array(arr, dtype=np.int64)
-        arr.flags.writeable = False
-    return arr
+    if arr.ndim != 2 or arr.shape[0] != 3 or arr.dtype.kind not in "iu" or arr.dtype == np.uint64:
+        raise LayoutError("mrope_position_ids", "an integer array of shape (3, L), at most 64-bit signed",
+                          f"{arr.dtype} {arr.shape}", hint="uint64 ids at or above 2**63 would wrap to negatives")
+    return read_only(arr if arr.dtype == np.int64 else arr.astype(np.int64))  # a copy unless no one can change it
 
 
 def check_mrope_len(mrope, n: int) -> None:

@@ -26,8 +26,7 @@ __all__ = ["mrope_positions", "mrope_delta", "layout_delta", "PATTERNS"]
 PATTERNS = ByteBoundedCache(max_bytes=4 << 20, max_item_bytes=3 * 8 * 4096 + 512)
 #: text ramps: one shared ``0 .. n-1`` up to this length (a read-only view of it), fresh above
 _RAMP_MAX = 1 << 16
-_RAMP = np.arange(_RAMP_MAX, dtype=np.int64)
-_RAMP.flags.writeable = False
+_RAMP = read_only(np.arange(_RAMP_MAX, dtype=np.int64))
 
 
 def _pattern(t: int, h: int, w: int) -> np.ndarray:
@@ -35,9 +34,7 @@ def _pattern(t: int, h: int, w: int) -> np.ndarray:
     def build() -> np.ndarray:
         k = np.arange(t * h * w, dtype=np.int64)
         rem = k % (h * w)
-        out = np.stack((k // (h * w), rem // w, rem % w))
-        out.flags.writeable = False
-        return out
+        return read_only(np.stack((k // (h * w), rem // w, rem % w)))
     return PATTERNS.get((t, h, w), build)
 
 

@@ -22,9 +22,10 @@ import numpy as np
 
 from ..checks import check_token_ids
 from ..errors import GridMismatchError, HandoffError
-from ..layout import HandoffLayout, readonly_ids
+from ..layout import HandoffLayout
 from ..limits import resolve_limits
 from ..spec import REPLACE_WRAPPER, TokenSpec, item_lengths, normalize_grids
+from ..tokens import read_only, readonly_ids
 
 __all__ = ["Adapter"]
 
@@ -182,9 +183,7 @@ class Adapter(abc.ABC):
                 raise GridMismatchError(f"{field} placeholders", f"{len(counts)} (one per {field} grid)", len(places),
                                         request_id=request_id)
             reps[places] = counts
-        result = np.repeat(ids, reps).astype(np.int32)
-        result.flags.writeable = False
-        return result
+        return read_only(np.repeat(ids, reps), np.int32)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(family={self.family!r}, convention={self.convention!r})"

@@ -21,7 +21,7 @@ import numpy as np
 from .._cache import ByteBoundedCache
 from ..derive import derive_layout
 from ..errors import GridMismatchError, HandoffError, SkewError
-from ..layout import HandoffLayout, readonly_ids
+from ..layout import HandoffLayout
 from ..limits import resolve_limits
 from ..mrope import layout_delta, mrope_delta, mrope_positions
 from ..spec import (
@@ -34,6 +34,7 @@ from ..spec import (
     normalize_grids,
     strict_int,
 )
+from ..tokens import read_only, readonly_ids
 from .base import Adapter
 from .timestamps import MAX_SECONDS, calculate_timestamps, format_timestamp, metadata_fields
 
@@ -217,9 +218,7 @@ class QwenLayoutAdapter(Adapter):
         else:
             raise HandoffError("tokenizer", "a tokenizer to spell timestamps", None,
                                hint=f"{self.family}'s timestamp ids are not known without its tokenizer")
-        arr = np.asarray(ids, dtype=np.int32)
-        arr.flags.writeable = False
-        return arr
+        return read_only(np.asarray(ids, dtype=np.int32))
 
     def video_timestamps(self, metadata, index: int = 0, *, request_id=None) -> list:
         """Per-group seconds for one video, from its metadata (not mutated)."""
@@ -311,6 +310,4 @@ class QwenLayoutAdapter(Adapter):
             cursor = hi
             i_vid += 1
         out.append(ids[cursor:])
-        result = np.concatenate(out).astype(np.int32, copy=False)
-        result.flags.writeable = False
-        return result
+        return read_only(np.concatenate(out), np.int32)
