@@ -7,14 +7,19 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["TRUTHY", "env_flag", "AUTOINSTALL", "POLICY", "BLOCK_ADAPTERS", "VLLM_CHECK", "TRTLLM_SRC", "SLOW", "CACHE",
-           "LIMITS"]
+__all__ = ["TRUTHY", "FALSY", "env_flag", "AUTOINSTALL", "ALLOW_UNPROTECTED", "POLICY", "BLOCK_ADAPTERS", "VLLM_CHECK",
+           "TRTLLM_SRC", "SLOW", "CACHE", "LIMITS"]
 
 #: the values that turn a switch on (case-insensitive, surrounding blanks ignored)
 TRUTHY = ("1", "true", "yes", "on")
+#: the values that leave it off (unset is off too); any other value is an error, never a guess
+FALSY = ("", "0", "false", "no", "off")
 
 #: install the TensorRT-LLM glue in every Python process that starts (the start-up hook)
 AUTOINSTALL = "MM_HANDOFF_AUTOINSTALL"
+#: with the start-up hook on, a bad setting or a failed install is logged and the process serves without
+#: the fix, instead of stopping (an explicit opt-out of failing closed)
+ALLOW_UNPROTECTED = "MM_HANDOFF_ALLOW_UNPROTECTED"
 #: what to do on a mismatch: raise, rebuild or fallback
 POLICY = "MM_HANDOFF_POLICY"
 #: comma-separated entry-point names of the ``mm_handoff.adapters`` group to skip
@@ -32,6 +37,17 @@ CACHE = "MM_HANDOFF_CACHE"
 
 
 def env_flag(name: str, environ=None) -> bool:
-    """True when the variable holds one of :data:`TRUTHY`."""
+    """True when the variable holds one of :data:`TRUTHY`, False when it is unset or one of :data:`FALSY`.
+
+    Anything else (``ture``, ``2``, ``enabled``) is a :class:`~mm_handoff.errors.HandoffError` naming the
+    variable: a mistyped switch is never read as off (nor as on).
+    """
     value = (os.environ if environ is None else environ).get(name, "")
-    return value.strip().lower() in TRUTHY
+    word = value.strip().lower()
+    if word in TRUTHY:
+        return True
+    if word in FALSY:
+        return False
+    from .errors import HandoffError
+
+    raise HandoffError(name, f"one of {'/'.join(TRUTHY)} (on) or {'/'.join(FALSY[1:])} or unset (off)", value)

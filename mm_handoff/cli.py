@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import stat
 import sys
 from collections.abc import Sequence
 
@@ -19,9 +21,38 @@ from .errors import UsageError  # a user-facing failure: printed as one line, ex
 
 
 # ----------------------------------------------------------------------------- input parsing
+def _read_bounded(path: str, most: int) -> bytes:
+    """At most ``most`` bytes of a regular file, or of stdin (``-``); one more is an error, never a cut.
+
+    The file is opened without blocking and checked before it is read: a FIFO, a device (``/dev/zero``,
+    ``/dev/urandom``), a socket or a directory is refused, so no path hangs or reads without end."""
+    if path == "-":
+        data = sys.stdin.buffer.read(most + 1)
+        size = len(data)
+    else:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as f:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                kind = _KINDS.get(stat.S_IFMT(info.st_mode), "special file")
+                raise UsageError(f"{path!r} is not a regular file (a {kind}); give a file, or - for stdin")
+            data = b"" if info.st_size > most else f.read(most + 1)  # too large: refused unread
+            size = max(info.st_size, len(data))
+    if size > most:
+        raise UsageError(f"{path!r} holds more than {most} bytes (limits.max_payload_chars; raise it with "
+                         "MM_HANDOFF_LIMITS=max_payload_chars=N)")
+    return data
+
+
+_KINDS = {stat.S_IFIFO: "FIFO", stat.S_IFCHR: "character device", stat.S_IFBLK: "block device",
+          stat.S_IFSOCK: "socket", stat.S_IFDIR: "directory"}
+
+
 def _read_json(path: str):
+    from .limits import resolve_limits
+
     try:
-        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+        text = _read_bounded(path, resolve_limits(None).max_payload_chars).decode("utf-8")
     except OSError as exc:
         raise UsageError(f"cannot read {path!r}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:

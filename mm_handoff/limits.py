@@ -28,7 +28,7 @@ import attrs
 from . import _env
 from .errors import HandoffError
 
-__all__ = ["Limits", "DEFAULT_LIMITS", "limits_from_env", "resolve_limits"]
+__all__ = ["Limits", "limits_from_env", "resolve_limits"]
 
 
 def _positive(instance, attribute, value) -> None:
@@ -63,16 +63,32 @@ def limits_from_env(environ=None) -> Limits:
         if not sep or name not in fields or not (value.strip().isascii() and value.strip().isdigit()):
             raise HandoffError(_env.LIMITS, f"name=value pairs with names in {sorted(fields)}", part)
         values[name] = int(value)
-    return Limits(**values)
+    try:
+        return Limits(**values)
+    except HandoffError as exc:  # a value out of range: named by the variable that set it
+        raise HandoffError(_env.LIMITS, f"positive values ({exc.field})", text) from None
 
 
-DEFAULT_LIMITS = limits_from_env()
+#: the last ``MM_HANDOFF_LIMITS`` text read and its limits (one entry: the setting, not requests)
+_FROM_ENV: tuple = ("", Limits())
+
+
+def _process_limits() -> Limits:
+    """The process default: :class:`Limits` with ``MM_HANDOFF_LIMITS`` applied, read where it is used (so
+    ``import mm_handoff`` never fails on a setting); a bad setting is a typed error at every use."""
+    global _FROM_ENV
+    text = os.environ.get(_env.LIMITS, "")
+    seen, limits = _FROM_ENV
+    if text != seen:
+        limits = limits_from_env({_env.LIMITS: text})
+        _FROM_ENV = (text, limits)
+    return limits
 
 
 def resolve_limits(limits: Limits | None) -> Limits:
-    """``limits``, or the process default; anything else is a typed error."""
+    """``limits``, or the process default (``MM_HANDOFF_LIMITS``); anything else is a typed error."""
     if limits is None:
-        return DEFAULT_LIMITS
+        return _process_limits()
     if not isinstance(limits, Limits):
         raise HandoffError("limits", "a mm_handoff.Limits", type(limits).__name__)
     return limits
