@@ -49,12 +49,15 @@ from .errors import (
     HandoffError,
     MropeLengthError,
     SkewError,
+    typed_failures,
 )
 from .id_checks import STOCK_HINT, check_placeholders, check_prompt_pads, check_token_ids, first_difference
 from .items import IMAGE, VIDEO
-from .layout import HandoffLayout, readonly_ids
+from .layout import HandoffLayout
+from .limits import check_frame_total, resolve_limits
 from .shapes import embedding_rows_of, embedding_shapes_of, read_count, shape_of
 from .spec import TokenSpec, normalize_grids
+from .tokens import readonly_ids
 
 __all__ = ["accept_layout", "validate", "check_mrope_slice", "check_skew", "check_grid", "check_embedding_rows",
            "check_token_ids", "check_prompt_pads", "check_placeholders", "first_difference", "shape_of",
@@ -97,6 +100,7 @@ def _described(obj) -> str:
 
 
 # ------------------------------------------------------------------------------------ the checks
+@typed_failures("mrope_position_ids", MropeLengthError)
 def check_mrope_slice(mrope_position_ids_or_shape, prompt_len: int, *, begin: int = 0,
                       end: int | None = None, request_id=None) -> int:
     """Check that mRoPE ids cover the prompt exactly before ``[:, :, begin:end]`` is taken.
@@ -124,6 +128,7 @@ def check_mrope_slice(mrope_position_ids_or_shape, prompt_len: int, *, begin: in
     return length
 
 
+@typed_failures("layout", GridMismatchError)
 def check_grid(layout: HandoffLayout, *, request_id=None) -> None:
     """Runs follow the grid: video groups == t and pads per group == h*w/merge^2; images one run."""
     m2 = layout.spec.merge_size ** 2
@@ -146,23 +151,33 @@ def check_grid(layout: HandoffLayout, *, request_id=None) -> None:
                                     request_id=request_id)
 
 
+@typed_failures("embedding_rows", EmbeddingCountError)
 def check_embedding_rows(layout: HandoffLayout, embedding_rows, *, request_id=None) -> None:
-    """Pads vs the encoder's rows: a total, or one count per item in prompt order."""
+    """Pads vs the encoder's rows: a total, or one count per item in prompt order (counted before read)."""
     def as_count(value):
         return read_count(value, "embedding_rows", request_id, EmbeddingCountError)
 
+    if isinstance(embedding_rows, np.ndarray) and embedding_rows.ndim != 1:
+        if embedding_rows.ndim:
+            raise EmbeddingCountError("embedding_rows", "a count, or one count per item", f"shape "
+                                      f"{embedding_rows.shape}", request_id=request_id)
+        embedding_rows = embedding_rows[()]  # a 0-d array is the total it holds
     if not isinstance(embedding_rows, (list, tuple, np.ndarray)):
         rows = as_count(embedding_rows)
         if rows != layout.num_pads:
             raise EmbeddingCountError("embedding_rows", f"{layout.num_pads} (pads in the prompt)", rows,
                                       request_id=request_id)
         return
+    if len(embedding_rows) != len(layout.items):  # before any entry is read (a broadcast view of 10**7)
+        raise EmbeddingCountError("embedding_rows", f"{len(layout.items)} counts (one per image/video)",
+                                  len(embedding_rows), request_id=request_id)
     rows = [as_count(r) for r in embedding_rows]
     expected = layout.multimodal_embedding_lengths
     if rows != expected:
         raise EmbeddingCountError("embedding_rows", f"{expected} (pads per item)", rows, request_id=request_id)
 
 
+@typed_failures("layout", SkewError)
 def check_skew(layout: HandoffLayout, *, family: str, convention: str, tokenizer_digest: str | None,
                spec: TokenSpec | None = None, request_id=None) -> None:
     """Encoder (the layout) and prefill (its adapter) agree on family, tokenizer, spec and convention.
@@ -216,13 +231,13 @@ def _aliases(a: str, b: str) -> bool:
 
 
 # ------------------------------------------------------------------------------ the accept step
-def _check_mrope(layout: HandoffLayout, adapter, mrope_position_ids, prompt_token_ids, request_id) -> None:
+def _check_mrope(layout: HandoffLayout, adapter, mrope_position_ids, prompt_token_ids, limits, request_id) -> None:
     """Step 2. Without an adapter a prompt must be the expanded ids, so the layout's own mRoPE ids are
     what would be sliced to a prompt of another length."""
     if mrope_position_ids is not None:
         check_mrope_slice(mrope_position_ids, layout.prompt_len, request_id=request_id)
     elif adapter is None and prompt_token_ids is not None and layout.mrope_position_ids is not None:
-        ids = readonly_ids(prompt_token_ids, "prompt_token_ids")
+        ids = readonly_ids(prompt_token_ids, "prompt_token_ids", max_len=resolve_limits(limits).max_prompt_len)
         if ids.shape[0] != layout.prompt_len:
             check_mrope_slice(layout.mrope_position_ids, int(ids.shape[0]), request_id=request_id)
 
@@ -298,15 +313,16 @@ def _check_embeddings(layout: HandoffLayout, adapter, embeddings, embedding_shap
                                       shape[1], request_id=request_id)
 
 
-def _check_own_prompt(layout: HandoffLayout, adapter, prompt_token_ids, request_id) -> None:
+def _check_own_prompt(layout: HandoffLayout, adapter, prompt_token_ids, limits, request_id) -> None:
     """Step 7: the expanded ids equal the layout's; an un-expanded prompt re-expands to them exactly."""
-    ids = readonly_ids(prompt_token_ids, "prompt_token_ids")
+    ids = readonly_ids(prompt_token_ids, "prompt_token_ids", max_len=resolve_limits(limits).max_prompt_len)
     if ids.shape[0] == layout.prompt_len or adapter is None:  # expanded (a P -> D hop passes the encoder's ids)
         check_token_ids(layout.token_ids, ids, request_id=request_id, field="prompt_token_ids")
     else:
         call_adapter(adapter, "check_prompt", layout, ids, request_id=request_id)
 
 
+@typed_failures("handoff")
 def validate(layout: HandoffLayout, adapter=None, *, embeddings=None, embedding_shapes=None, embedding_rows=None,
              prompt_token_ids=None, mrope_position_ids=None, image_grid_thw=None, video_grid_thw=None,
              video_metadata=None, fingerprint: str | None = None, limits=None, request_id=None) -> HandoffLayout:
@@ -324,7 +340,7 @@ def validate(layout: HandoffLayout, adapter=None, *, embeddings=None, embedding_
     if not isinstance(layout, HandoffLayout):
         raise HandoffError("layout", "a HandoffLayout (accept_layout decodes a wire payload)", type(layout).__name__,
                            request_id=request_id)
-    _check_mrope(layout, adapter, mrope_position_ids, prompt_token_ids, request_id)
+    _check_mrope(layout, adapter, mrope_position_ids, prompt_token_ids, limits, request_id)
     if adapter is not None:
         _check_side(layout, adapter, request_id)
     check_grid(layout, request_id=request_id)
@@ -334,6 +350,7 @@ def validate(layout: HandoffLayout, adapter=None, *, embeddings=None, embedding_
     if video_metadata is not None:
         if adapter is None:
             raise HandoffError("video_metadata", "this side's adapter to read it with", None, request_id=request_id)
+        check_frame_total(video_metadata, limits, request_id=request_id)
         call_adapter(adapter, "check_video_metadata", layout, video_metadata, request_id=request_id)
     _check_embeddings(layout, adapter, embeddings, embedding_shapes, embedding_rows, request_id)
     if fingerprint is not None and fingerprint != layout.fingerprint(include_mrope=False):
@@ -341,10 +358,11 @@ def validate(layout: HandoffLayout, adapter=None, *, embeddings=None, embedding_
                                        request_id=request_id,
                                        hint="the prefill layout is not the one the encoder described")
     if prompt_token_ids is not None:
-        _check_own_prompt(layout, adapter, prompt_token_ids, request_id)
+        _check_own_prompt(layout, adapter, prompt_token_ids, limits, request_id)
     return layout
 
 
+@typed_failures("handoff")
 def accept_layout(carried: Any, adapter, *, embeddings=None, embedding_shapes=None, embedding_rows=None,
                   prompt_token_ids=None, mrope_position_ids=None, image_grid_thw=None, video_grid_thw=None,
                   video_metadata=None, limits=None, request_id=None) -> HandoffLayout:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import GridMismatchError, LayoutError
+from .errors import GridMismatchError, LayoutError, typed_failures
 from .items import IMAGE, VIDEO, MultimodalItem
 from .layout import HandoffLayout
 from .limits import resolve_limits
@@ -83,6 +83,7 @@ def _items(ids: np.ndarray, spec: TokenSpec, groups: list, request_id) -> tuple:
     return items, parsed
 
 
+@typed_failures("token_ids", LayoutError)
 def derive_layout(
     token_ids,
     spec: TokenSpec,

@@ -12,6 +12,7 @@ with a message, no request).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import reprlib
 from typing import Any
@@ -35,6 +36,7 @@ __all__ = [
     "AdapterRegistrationError",
     "EngineNotSupportedError",
     "UsageError",
+    "typed_failures",
 ]
 
 
@@ -228,3 +230,28 @@ class EngineNotSupportedError(HandoffError, RuntimeError):
 
 class UsageError(ValueError):
     """A command-line or API argument is wrong (not a handoff problem); the CLI prints it and exits 2."""
+
+
+def typed_failures(field: str, error: type[HandoffError] = HandoffError):
+    """Decorator for an entry point that reads what a caller hands it: any failure that is not already a
+    :class:`HandoffError` (an object whose ``.shape`` or ``__index__`` raises, a conversion that fails, an
+    index out of range on a value no check foresaw) becomes ``error`` naming ``field`` and the request
+    (a ``request_id`` keyword), chained to the original; a :class:`HandoffError` passes as it is. So every
+    failure of an entry point reaches a serving policy as a typed error, however odd its input.
+    """
+    def decorate(fn):
+        @functools.wraps(fn)
+        def entry(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except HandoffError:
+                raise
+            except Exception as exc:
+                try:
+                    what = f"{type(exc).__name__}: {exc}"
+                except Exception:  # an exception whose str() raises
+                    what = type(exc).__name__
+                raise error(field, f"inputs {fn.__name__}() can read", what, request_id=kwargs.get("request_id"),
+                            hint="an argument failed when read; see the chained exception") from exc
+        return entry
+    return decorate

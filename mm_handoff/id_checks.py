@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import EmbeddingCountError, TokenMismatchError
-from .layout import readonly_ids
+from .errors import EmbeddingCountError, HandoffError, TokenMismatchError, typed_failures
+from .shapes import read_count
 from .spec import TokenSpec
+from .tokens import readonly_ids
 
 __all__ = ["first_difference", "check_token_ids", "check_placeholders", "check_prompt_pads", "STOCK_HINT"]
 
@@ -32,6 +33,7 @@ def first_difference(expected_ids, actual_ids, *, field: str = "token_ids") -> i
     return int(diff[0]) if diff.size else n
 
 
+@typed_failures("token_ids")
 def check_token_ids(expected_ids, actual_ids, *, request_id=None, field: str = "prompt_token_ids",
                     context: int = 3) -> None:
     """Token ids equal; otherwise name the first differing index and the tokens around it."""
@@ -49,8 +51,10 @@ def check_token_ids(expected_ids, actual_ids, *, request_id=None, field: str = "
                              hint=STOCK_HINT if a.shape[0] > b.shape[0] else None)
 
 
+@typed_failures("prompt_token_ids", EmbeddingCountError)
 def check_prompt_pads(prompt_token_ids, spec: TokenSpec, rows: int, *, request_id=None) -> None:
     """Without a layout: the image/video pads in a prompt are as many as the encoder's embedding rows."""
+    rows = read_count(rows, "rows", request_id, EmbeddingCountError)
     ids = readonly_ids(prompt_token_ids, "prompt_token_ids")
     found = int(np.count_nonzero((ids == spec.image_pad) | (ids == spec.video_pad)))
     if found != rows:
@@ -58,11 +62,14 @@ def check_prompt_pads(prompt_token_ids, spec: TokenSpec, rows: int, *, request_i
                                   found, request_id=request_id)
 
 
+@typed_failures("prompt_token_ids")
 def check_placeholders(prompt_token_ids, spec: TokenSpec, *, images: int, videos: int,
                        field: str = "prompt_token_ids before expansion", hint: str | None = None,
                        request_id=None) -> None:
     """Before an engine expands a prompt: one ``<|image_pad|>`` per image and one ``<|video_pad|>`` per
     video (a prompt that was already expanded fails at its first surplus pad)."""
+    images = read_count(images, "images", request_id, HandoffError)
+    videos = read_count(videos, "videos", request_id, HandoffError)
     raw = readonly_ids(prompt_token_ids, "prompt_token_ids")
     for name, pad, count in (("<|image_pad|>", spec.image_pad, images), ("<|video_pad|>", spec.video_pad, videos)):
         places = np.flatnonzero(raw == pad)

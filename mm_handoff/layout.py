@@ -41,7 +41,7 @@ import attrs
 import numpy as np
 
 from . import wire
-from .errors import LayoutError
+from .errors import LayoutError, WireFormatError, typed_failures
 from .items import IMAGE, VIDEO, MultimodalItem, PlaceholderRun, as_int
 from .layout_checks import (
     check_items_against_spec,
@@ -57,6 +57,7 @@ from .layout_checks import (
     valid_items,
     valid_spec,
 )
+from .limits import resolve_limits
 from .spec import CONVENTIONS, TokenSpec
 from .tokens import MAX_ID, filled_id_list, frozen, read_only, readonly_ids, run_length_form
 
@@ -139,21 +140,32 @@ class HandoffLayout:
         return layout
 
     @classmethod
-    def from_rle(cls, values, counts, items, spec: TokenSpec, **kwargs) -> HandoffLayout:
+    @typed_failures("rle", LayoutError)
+    def from_rle(cls, values, counts, items, spec: TokenSpec, *, limits=None, **kwargs) -> HandoffLayout:
         """A layout whose ids are given run-length encoded (``values[i]`` repeated ``counts[i]`` times).
 
-        The ids are expanded and every invariant is checked as in the constructor; the run-length
-        form is kept when it is canonical, so :meth:`rle` and the wire form reuse it.
+        The ids they expand to are counted first and bounded by ``limits.max_prompt_len``
+        (:class:`~mm_handoff.limits.Limits`); then they are expanded and every invariant is checked as in
+        the constructor; the run-length form is kept when it is canonical, so :meth:`rle` and the wire form
+        reuse it.
         """
+        most = resolve_limits(limits).max_prompt_len
         try:
             values, counts = np.asarray(values), np.asarray(counts)
         except Exception as exc:  # ragged, or an object whose conversion raises
             raise LayoutError("rle", "values and counts, two 1-D int sequences", type(counts).__name__) from exc
         if values.ndim != 1 or counts.shape != values.shape:
             raise LayoutError("rle", "values and counts of one length", (values.shape, counts.shape))
-        if counts.size and (counts.dtype.kind not in "iu" or int(counts.min()) < 1 or int(counts.max()) > MAX_ID):
+        if counts.shape[0] > most:
+            raise LayoutError("rle", f"at most {most} runs (limits.max_prompt_len)", counts.shape[0])
+        if counts.size and (counts.dtype.kind not in "iu" or counts.dtype == np.uint64 or int(counts.min()) < 1
+                            or int(counts.max()) > MAX_ID):
             raise LayoutError("rle.counts", f"int counts in [1, {MAX_ID}]", f"{counts.dtype}"
                               + (f" in [{counts.min()}, {counts.max()}]" if counts.dtype.kind in "iu" else ""))
+        total = int(counts.sum(dtype=np.int64))
+        if total > most:
+            raise LayoutError("rle.counts", f"at most {most} ids in all (limits.max_prompt_len)", total,
+                              hint="raise the limits for longer prompts")
         values = readonly_ids(values, "rle.values")
         counts = counts if counts.dtype == np.int32 and frozen(counts) else read_only(counts.astype(np.int32))
         canonical = values.shape[0] < 2 or not bool((values[1:] == values[:-1]).any())
@@ -313,6 +325,7 @@ class HandoffLayout:
         return self._memo("content", build)
 
     @classmethod
+    @typed_failures("payload", WireFormatError)
     def from_wire(cls, obj, *, limits=None, request_id=None) -> HandoffLayout:
         """Decode and re-validate a wire payload (dict, JSON str or bytes).
 

@@ -21,14 +21,16 @@ e.g. ``MM_HANDOFF_LIMITS=max_prompt_len=2097152,max_runs=32768``.
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Mapping
 
 import attrs
 
 from . import _env
 from .errors import HandoffError
 
-__all__ = ["Limits", "limits_from_env", "resolve_limits"]
+__all__ = ["Limits", "limits_from_env", "resolve_limits", "check_frame_total"]
 
 
 def _positive(instance, attribute, value) -> None:
@@ -48,6 +50,8 @@ class Limits:
     max_runs: int = attrs.field(default=1 << 14, validator=_positive)
     #: characters (or bytes) of one wire payload
     max_payload_chars: int = attrs.field(default=16 << 20, validator=_positive)
+    #: frame indices listed in one request's video metadata, all videos together (two per temporal group)
+    max_frames: int = attrs.field(default=1 << 15, validator=_positive)
 
 
 def limits_from_env(environ=None) -> Limits:
@@ -92,3 +96,34 @@ def resolve_limits(limits: Limits | None) -> Limits:
     if not isinstance(limits, Limits):
         raise HandoffError("limits", "a mm_handoff.Limits", type(limits).__name__)
     return limits
+
+
+def check_frame_total(video_metadata, limits: Limits | None = None, *, request_id=None) -> None:
+    """The frame indices of all of one request's video metadata stay within ``limits.max_frames``, counted
+    from their lengths before any list is read (one metadata shared by 256 videos counts 256 times). A
+    value that is not a list of metadata is left to the reader of the metadata, which names it."""
+    limits = resolve_limits(limits)
+    if not isinstance(video_metadata, (list, tuple)):
+        return
+    if len(video_metadata) > limits.max_items:
+        raise HandoffError("video_metadata", f"at most {limits.max_items} entries (limits.max_items)",
+                           len(video_metadata), request_id=request_id)
+    total = 0
+    for j, meta in enumerate(video_metadata):
+        total += _frame_count(meta, j, request_id)
+        if total > limits.max_frames:
+            raise HandoffError(f"video_metadata[{j}].frames_indices", f"at most {limits.max_frames} frame indices "
+                               "over all videos (limits.max_frames)", f"{total} up to this video",
+                               request_id=request_id, hint="raise the limits for longer videos")
+
+
+def _frame_count(meta, j: int, request_id) -> int:
+    try:
+        indices = meta.get("frames_indices") if isinstance(meta, Mapping) else getattr(meta, "frames_indices", None)
+        if isinstance(indices, (list, tuple)):
+            return len(indices)
+        shape = getattr(indices, "shape", None)  # an array or tensor: its size, without reading it
+        return math.prod(int(d) for d in shape) if isinstance(shape, tuple) else 0
+    except Exception as exc:
+        raise HandoffError(f"video_metadata[{j}]", "readable video metadata (fps, frames_indices)",
+                           type(exc).__name__, request_id=request_id) from exc

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._cache import ByteBoundedCache
-from .errors import GridMismatchError
+from .errors import GridMismatchError, typed_failures
 from .items import VIDEO
 from .limits import resolve_limits
 from .spec import TokenSpec, normalize_grids
@@ -135,6 +135,7 @@ def _peak(ids, starts, ends, seg_kind, seg_base, mm, merged) -> int:
     return peak
 
 
+@typed_failures("token_ids", GridMismatchError)
 def mrope_positions(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_grid_thw=None, limits=None,
                     request_id=None):
     """Return ``(positions, delta)``: read-only int64 array (3, L) and an int."""

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from .errors import GridMismatchError, LayoutError
+from .errors import GridMismatchError, LayoutError, typed_failures
 from .limits import resolve_limits
 
 __all__ = ["TokenSpec", "TimestampVocab", "PAD_ONLY", "REPLACE_WRAPPER", "CONVENTIONS", "normalize_grids",
@@ -231,7 +231,10 @@ def normalize_grids(grids, field: str, *, merge_size: int, limits=None) -> list:
     temporal groups and ``max_prompt_len`` pads. Anything else raises a
     :class:`~mm_handoff.errors.GridMismatchError` naming the grid.
     """
-    limits = resolve_limits(limits)
+    return typed_failures(field, GridMismatchError)(_normalize_grids)(grids, field, merge_size, resolve_limits(limits))
+
+
+def _normalize_grids(grids, field: str, merge_size: int, limits) -> list:
     if grids is None:
         return []
     count = len(grids) if isinstance(grids, (list, tuple)) else getattr(grids, "shape", (None,))[:1]

@@ -22,7 +22,7 @@ from .._cache import ByteBoundedCache
 from ..derive import derive_layout
 from ..errors import GridMismatchError, HandoffError, SkewError
 from ..layout import HandoffLayout
-from ..limits import resolve_limits
+from ..limits import check_frame_total, resolve_limits
 from ..mrope import layout_delta, mrope_delta, mrope_positions
 from ..spec import (
     CONVENTIONS,
@@ -291,6 +291,7 @@ class QwenLayoutAdapter(Adapter):
         if video_metadata is not None and not isinstance(video_metadata, (list, tuple)):
             raise HandoffError("video_metadata", "a list with one entry per video", type(video_metadata).__name__,
                                request_id=request_id)
+        check_frame_total(video_metadata, limits, request_id=request_id)
         metas = list(video_metadata) if video_metadata is not None else []
         if len(metas) != n_vid:
             raise HandoffError("video_metadata", f"{n_vid} entries (one per video)", len(metas),

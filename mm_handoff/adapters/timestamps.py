@@ -64,8 +64,9 @@ def metadata_fields(metadata: Any, index: int, *, request_id=None) -> dict:
     try:
         get = metadata.get if isinstance(metadata, Mapping) else (lambda k, d=None: getattr(metadata, k, d))
         fps, indices, total = get("fps", None), get("frames_indices", None), get("total_num_frames", None)
-        if indices is not None and not isinstance(indices, (list, tuple)):
-            indices = indices.tolist() if hasattr(indices, "tolist") else indices
+        if indices is not None and not isinstance(indices, (list, tuple)) and hasattr(indices, "tolist"):
+            size = int(np.prod(getattr(indices, "shape", ()), dtype=np.int64))  # counted before it is read
+            indices = indices.tolist() if 0 < size <= MAX_FRAMES else size
     except Exception as exc:  # a mapping or object that fails when read
         raise HandoffError(field, "readable video metadata (fps, frames_indices)", f"{type(exc).__name__}: {exc}",
                            request_id=request_id) from exc
@@ -77,7 +78,8 @@ def metadata_fields(metadata: Any, index: int, *, request_id=None) -> dict:
     if indices is not None:
         if not isinstance(indices, (list, tuple)) or not 0 < len(indices) <= MAX_FRAMES:
             raise HandoffError(f"{field}.frames_indices", f"a list of 1 to {MAX_FRAMES} frame indices",
-                               type(indices).__name__ if not isinstance(indices, (list, tuple)) else len(indices),
+                               len(indices) if isinstance(indices, (list, tuple)) else
+                               f"{indices} indices" if type(indices) is int else type(indices).__name__,
                                request_id=request_id)
         if any(type(i) is not int and type(i) not in _NP_INTS for i in indices) \
                 or not all(0 <= i <= _MAX_INDEX for i in indices):
