@@ -113,8 +113,8 @@ def run_command(argv: Sequence[str]) -> int:
         return 2
     env = prepare_environment()
     problems = setting_problems(env)
-    if problems and _env.ALLOW_UNPROTECTED not in {p.field for p in problems} \
-            and not _env.env_flag(_env.ALLOW_UNPROTECTED, env):  # every process it starts would stop
+    allowed = _env.ALLOW_UNPROTECTED not in {p.field for p in problems} and _env.env_flag(_env.ALLOW_UNPROTECTED, env)
+    if problems and not allowed:  # every process it starts would stop
         print(f"mm-handoff: error: {problems[0]}", file=sys.stderr)
         return 2
     try:

@@ -54,7 +54,7 @@ def setting_problems(environ=None) -> list:
     checks = [(_env.AUTOINSTALL, lambda: _env.env_flag(_env.AUTOINSTALL, env)),
               (_env.ALLOW_UNPROTECTED, lambda: _env.env_flag(_env.ALLOW_UNPROTECTED, env)),
               (_env.VLLM_CHECK, lambda: _env.env_flag(_env.VLLM_CHECK, env)),
-              (_env.POLICY, lambda: resolve_policy(env.get(_env.POLICY) or None)),
+              (_env.POLICY, lambda: resolve_policy(environ=env)),
               (_env.LIMITS, lambda: limits_from_env(env))]
     problems = []
     for _, read in checks:

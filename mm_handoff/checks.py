@@ -130,14 +130,21 @@ def check_mrope_slice(mrope_position_ids_or_shape, prompt_len: int, *, begin: in
 
 @typed_failures("layout", GridMismatchError)
 def check_grid(layout: HandoffLayout, *, request_id=None) -> None:
-    """Runs follow the grid: video groups == t and pads per group == h*w/merge^2; images one run."""
+    """Runs follow the grid: video groups == t and pads per group == h*w/merge^2; images one run. Where the
+    family prints timestamps (its spec has their vocabulary) every video group has one, a video of one
+    group included: a video without them is the stock prefill shape."""
     m2 = layout.spec.merge_size ** 2
+    stamping = layout.spec.timestamps is not None
     for i, item in enumerate(layout.items):
         t, h, w = item.grid_thw
         runs = item.run_offsets.shape[0]
         if item.modality == VIDEO:
             if runs != t:
                 raise GridMismatchError(f"items[{i}].runs", f"{t} runs for grid {item.grid_thw}", runs,
+                                        request_id=request_id, hint=STOCK_HINT)
+            if stamping and item.seconds is None:
+                raise GridMismatchError(f"items[{i}].timestamps", f"a <t seconds> text before each of its {t} "
+                                        "group(s) (the family prints one before every group)", None,
                                         request_id=request_id, hint=STOCK_HINT)
             per_group = h * w // m2
             wrong = np.flatnonzero(item.run_lengths != per_group)
@@ -240,6 +247,36 @@ def _check_mrope(layout: HandoffLayout, adapter, mrope_position_ids, prompt_toke
         ids = readonly_ids(prompt_token_ids, "prompt_token_ids", max_len=resolve_limits(limits).max_prompt_len)
         if ids.shape[0] != layout.prompt_len:
             check_mrope_slice(layout.mrope_position_ids, int(ids.shape[0]), request_id=request_id)
+
+
+def _values_of(mrope_position_ids):
+    """The values of mRoPE ids held in this process (a numpy array, a CPU tensor), as ``(3, L)``; None for a
+    shape, a handle or a device tensor (read without a copy or a device sync: their shape is checked)."""
+    arr = mrope_position_ids
+    if hasattr(arr, "detach") and getattr(arr, "device", None) is not None and str(arr.device) == "cpu":
+        arr = arr.detach().numpy()
+    if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "iu":
+        return None
+    return arr.reshape(3, -1)
+
+
+def _check_mrope_values(layout: HandoffLayout, adapter, mrope_position_ids, request_id) -> None:
+    """mRoPE ids held in this process (the layout's own, or the ids about to be sliced) are the adapter's for
+    the layout's ids and grids, value by value (rows swapped or shifted ids have the right shape)."""
+    held = [(f, v) for f, v in (("layout.mrope_position_ids", layout.mrope_position_ids),
+                                ("mrope_position_ids", _values_of(mrope_position_ids))) if v is not None]
+    if not held:
+        return
+    own, _ = call_adapter(adapter, "mrope_positions", layout.token_ids, image_grid_thw=_grids_of(layout, IMAGE),
+                          video_grid_thw=_grids_of(layout, VIDEO), request_id=request_id)
+    for field, values in held:
+        if not np.array_equal(own, values):
+            bad = np.argwhere(np.asarray(own) != values)[0] if own.shape == values.shape else None
+            raise MropeLengthError(field, "the adapter's mRoPE ids for the layout's ids and grids",
+                                   "other values" if bad is None else
+                                   f"{int(values[tuple(bad)])} at row {int(bad[0])}, position {int(bad[1])} "
+                                   f"(expected {int(own[tuple(bad)])})", request_id=request_id,
+                                   hint="the mRoPE ids were not computed for this prompt's layout")
 
 
 def _check_side(layout: HandoffLayout, adapter, request_id) -> None:
@@ -346,6 +383,7 @@ def validate(layout: HandoffLayout, adapter=None, *, embeddings=None, embedding_
     check_grid(layout, request_id=request_id)
     if adapter is not None:
         _check_delta(layout, adapter, request_id)
+        _check_mrope_values(layout, adapter, mrope_position_ids, request_id)
     _check_own_grids(layout, image_grid_thw, video_grid_thw, limits, request_id)
     if video_metadata is not None:
         if adapter is None:

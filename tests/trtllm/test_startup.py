@@ -8,37 +8,7 @@ mm-handoff installed refuses it at ingress, a stock worker silently cuts the ids
 import json
 import textwrap
 
-from trtllm_helpers import REPO, run_python
-
-PROBE = textwrap.dedent("""
-    import json, os, sys
-    import numpy as np
-    import mm_handoff.trtllm as glue
-    from mm_handoff._ledger import WRAPPER_MARK
-    from tensorrt_llm.llmapi.llm import LLM, BaseLLM, PreprocessedInputs
-    from tensorrt_llm.inputs.multimodal import MultimodalParams
-    from tensorrt_llm._torch.model_config import register_pretrained_config
-    from tensorrt_llm._torch.shared_tensor import SharedTensorContainer
-    import stand_in_helpers as H
-
-    handle = lambda a: SharedTensorContainer.from_tensor(np.asarray(a)).dump_to_dict()
-    register_pretrained_config("probe", H.make_qwen3vl_config())
-    llm = LLM(model="probe", tokenizer=H.FakeTokenizer())
-    data = {"mrope_config": {"mrope_position_ids": handle(np.zeros((3, 1, 16), dtype=np.int64)),
-                             "mrope_position_deltas": handle(np.zeros((1, 1), dtype=np.int32))}}
-    pre = PreprocessedInputs(prompt_token_ids=list(range(1000, 1010)),
-                             multimodal_params=MultimodalParams(multimodal_data=data))
-    try:
-        out = llm.generate_async(pre).result()
-        worker = "stock: pid %d" % out._stand_in_trace["worker_pid"]
-    except Exception as exc:
-        worker = str(exc)
-    finally:
-        llm.shutdown()
-    print(json.dumps({"installed": glue.is_installed(),
-                      "wrapped": hasattr(vars(BaseLLM)["_preprocess"], WRAPPER_MARK),
-                      "worker": worker}))
-""")
+from trtllm_helpers import PROBE, REPO, run_python
 
 
 def _last_json(proc):
@@ -60,8 +30,10 @@ def test_without_the_environment_variable_nothing_is_installed():
     assert report["worker"].startswith("stock: pid")
 
 
-def test_absent_or_broken_engine_does_not_crash_the_child(tmp_path):
-    """Autoinstall with no tensorrt_llm, a too-old one, or one whose import fails: the child runs on."""
+def test_absent_broken_or_unsupported_engine(tmp_path):
+    """Autoinstall with no tensorrt_llm or one whose import fails: nothing to protect, the child runs on. A
+    too-old one imports but cannot be fixed: the child stops there (one line, exit 78), or with the explicit
+    opt-out runs on without the fix and says so."""
     code = textwrap.dedent("""
         import sys
         import mm_handoff.trtllm as glue
@@ -83,8 +55,13 @@ def test_absent_or_broken_engine_does_not_crash_the_child(tmp_path):
     old.mkdir(parents=True)
     (old / "__init__.py").write_text("__version__ = '0.9.0'\n")
     too_old = run_python(code, env=dict(env, PYTHONPATH=str(old.parent)), stand_in=False, launcher=True)
-    assert too_old.returncode == 0 and too_old.stdout.split() == ["imported", "0.9.0", "False"], too_old.stderr
-    assert "automatic install skipped" in too_old.stderr and "0.9.0" in too_old.stderr
+    assert too_old.returncode == 78 and too_old.stdout == "", too_old.stderr
+    assert too_old.stderr.count("\n") == 1 and too_old.stderr.startswith("mm-handoff: error: automatic install "
+                                                                         "failed") and "0.9.0" in too_old.stderr
+    allowed = run_python(code, env=dict(env, PYTHONPATH=str(old.parent), MM_HANDOFF_ALLOW_UNPROTECTED="1"),
+                         stand_in=False, launcher=True)
+    assert allowed.returncode == 0 and allowed.stdout.split() == ["imported", "0.9.0", "False"], allowed.stderr
+    assert "serving WITHOUT the fix" in allowed.stderr and "0.9.0" in allowed.stderr
 
     broken = tmp_path / "broken" / "tensorrt_llm"
     broken.mkdir(parents=True)
@@ -124,6 +101,8 @@ def test_documented_pth_line_registers_the_hook_only_when_enabled(tmp_path):
     yes = run_python(code, stand_in=False, env={"MM_HANDOFF_AUTOINSTALL": " Yes "})
     off = run_python(code, stand_in=False)
     zero = run_python(code, stand_in=False, env={"MM_HANDOFF_AUTOINSTALL": "0"})
+    typo = run_python(code, stand_in=False, env={"MM_HANDOFF_AUTOINSTALL": "ture"})
     assert on.stdout.split() == yes.stdout.split() == ["True", "True"], on.stderr + yes.stderr
     assert off.stdout.split() == zero.stdout.split() == ["False", "False"], off.stderr + zero.stderr
+    assert typo.returncode == 78 and typo.stdout == "" and "MM_HANDOFF_AUTOINSTALL" in typo.stderr  # never a guess
     assert PTH_LINE in (REPO / "docs" / "trtllm.md").read_text()  # the documented line is this one
