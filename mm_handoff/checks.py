@@ -354,7 +354,7 @@ def _check_own_prompt(layout: HandoffLayout, adapter, prompt_token_ids, limits, 
     """Step 7: the expanded ids equal the layout's; an un-expanded prompt re-expands to them exactly."""
     ids = readonly_ids(prompt_token_ids, "prompt_token_ids", max_len=resolve_limits(limits).max_prompt_len)
     if ids.shape[0] == layout.prompt_len or adapter is None:  # expanded (a P -> D hop passes the encoder's ids)
-        check_token_ids(layout.token_ids, ids, request_id=request_id, field="prompt_token_ids")
+        check_token_ids(layout.token_ids, ids, request_id=request_id, field="prompt_token_ids", limits=limits)
     else:
         call_adapter(adapter, "check_prompt", layout, ids, request_id=request_id)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import EmbeddingCountError, HandoffError, TokenMismatchError, typed_failures
+from .limits import resolve_limits
 from .shapes import read_count
 from .spec import TokenSpec
 from .tokens import readonly_ids
@@ -22,10 +23,11 @@ STOCK_HINT = ("the prefill side likely rebuilt the prompt from text (one pad run
               "ship the encoder's layout or rebuild it with the family adapter")
 
 
-def first_difference(expected_ids, actual_ids, *, field: str = "token_ids") -> int | None:
+def first_difference(expected_ids, actual_ids, *, field: str = "token_ids", limits=None) -> int | None:
     """The first index where two id sequences differ (the shorter length if one is a prefix); None if equal."""
-    a = readonly_ids(expected_ids, field)
-    b = readonly_ids(actual_ids, field)
+    most = resolve_limits(limits).max_prompt_len
+    a = readonly_ids(expected_ids, field, max_len=most)
+    b = readonly_ids(actual_ids, field, max_len=most)
     if a.shape == b.shape and np.array_equal(a, b):
         return None
     n = min(a.shape[0], b.shape[0])
@@ -35,11 +37,12 @@ def first_difference(expected_ids, actual_ids, *, field: str = "token_ids") -> i
 
 @typed_failures("token_ids")
 def check_token_ids(expected_ids, actual_ids, *, request_id=None, field: str = "prompt_token_ids",
-                    context: int = 3) -> None:
+                    context: int = 3, limits=None) -> None:
     """Token ids equal; otherwise name the first differing index and the tokens around it."""
-    a = readonly_ids(expected_ids, field)
-    b = readonly_ids(actual_ids, field)
-    index = first_difference(a, b, field=field)
+    most = resolve_limits(limits).max_prompt_len
+    a = readonly_ids(expected_ids, field, max_len=most)
+    b = readonly_ids(actual_ids, field, max_len=most)
+    index = first_difference(a, b, field=field, limits=limits)
     if index is None:
         return
     lo = max(0, index - context)
@@ -52,10 +55,10 @@ def check_token_ids(expected_ids, actual_ids, *, request_id=None, field: str = "
 
 
 @typed_failures("prompt_token_ids", EmbeddingCountError)
-def check_prompt_pads(prompt_token_ids, spec: TokenSpec, rows: int, *, request_id=None) -> None:
+def check_prompt_pads(prompt_token_ids, spec: TokenSpec, rows: int, *, request_id=None, limits=None) -> None:
     """Without a layout: the image/video pads in a prompt are as many as the encoder's embedding rows."""
     rows = read_count(rows, "rows", request_id, EmbeddingCountError)
-    ids = readonly_ids(prompt_token_ids, "prompt_token_ids")
+    ids = readonly_ids(prompt_token_ids, "prompt_token_ids", max_len=resolve_limits(limits).max_prompt_len)
     found = int(np.count_nonzero((ids == spec.image_pad) | (ids == spec.video_pad)))
     if found != rows:
         raise EmbeddingCountError("prompt_token_ids (image/video pads)", f"{rows} (rows of the encoder's embeddings)",
@@ -65,12 +68,12 @@ def check_prompt_pads(prompt_token_ids, spec: TokenSpec, rows: int, *, request_i
 @typed_failures("prompt_token_ids")
 def check_placeholders(prompt_token_ids, spec: TokenSpec, *, images: int, videos: int,
                        field: str = "prompt_token_ids before expansion", hint: str | None = None,
-                       request_id=None) -> None:
+                       request_id=None, limits=None) -> None:
     """Before an engine expands a prompt: one ``<|image_pad|>`` per image and one ``<|video_pad|>`` per
     video (a prompt that was already expanded fails at its first surplus pad)."""
     images = read_count(images, "images", request_id, HandoffError)
     videos = read_count(videos, "videos", request_id, HandoffError)
-    raw = readonly_ids(prompt_token_ids, "prompt_token_ids")
+    raw = readonly_ids(prompt_token_ids, "prompt_token_ids", max_len=resolve_limits(limits).max_prompt_len)
     for name, pad, count in (("<|image_pad|>", spec.image_pad, images), ("<|video_pad|>", spec.video_pad, videos)):
         places = np.flatnonzero(raw == pad)
         if len(places) <= count:

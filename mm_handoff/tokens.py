@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import struct
 from typing import Any
 
@@ -22,14 +23,15 @@ def readonly_ids(token_ids, field: str = "token_ids", *, max_len: int | None = N
     is coerced: a bool among them, a float, a masked array (its mask would be ignored), bytes (they
     would read as uint8 ids) or an object that fails to convert is a :class:`LayoutError` naming
     ``field``; so is a sequence longer than ``max_len`` (the entry points pass their limits'
-    ``max_prompt_len``, checked before any conversion).
+    ``max_prompt_len``, checked before any conversion; an int32 array no one can change needs none and
+    is returned as it is).
     """
+    if type(token_ids) is np.ndarray and token_ids.dtype == np.int32 and frozen(token_ids):
+        return token_ids  # nothing to convert (the core's own arrays: bounded where they were made)
     size = _size(token_ids) if max_len is not None else None
     if size is not None and size > max_len:
         raise LayoutError(field, f"at most {max_len} ids (limits.max_prompt_len)", size,
                           hint="raise the limits for longer prompts")
-    if type(token_ids) is np.ndarray and token_ids.dtype == np.int32 and frozen(token_ids):
-        return token_ids
     if type(token_ids) is list:
         fast = _from_int_list(token_ids)
         if fast is not None:
@@ -77,9 +79,14 @@ def frozen(arr: Any) -> bool:
 
 
 def _size(value):
+    """How many values ``value`` claims, read without converting it (a sequence's length, an array's or a
+    tensor's size); None when it cannot tell (the conversion then decides, with its typed error)."""
     try:
-        return len(value) if isinstance(value, (list, tuple, np.ndarray)) else None
-    except TypeError:  # a 0-d array
+        if isinstance(value, (list, tuple)):
+            return len(value)
+        shape = getattr(value, "shape", None)
+        return math.prod(int(d) for d in shape) if isinstance(shape, tuple) else None
+    except Exception:  # a shape that fails when read: the conversion names it
         return None
 
 

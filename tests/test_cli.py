@@ -132,3 +132,37 @@ def test_cli_fuzz_inspect_never_tracebacks(content):
         assert err.startswith("mm-handoff: error: ") and len(err.strip().splitlines()) == 1
     else:
         assert out.startswith("family ")
+
+
+def _one_line_error(r, *words):
+    assert r.returncode == 2 and r.stdout == "", (r.returncode, r.stdout[:200], r.stderr[-500:])
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("mm-handoff: error: "), r.stderr[-500:]
+    assert all(w in r.stderr for w in words), r.stderr
+
+
+@pytest.mark.parametrize("command", ["inspect", "diff"])
+def test_every_path_that_is_no_regular_file_is_refused_unread(tmp_path, command):
+    """Devices that never end (/dev/zero, /dev/urandom), a FIFO with no writer (it would block), a directory:
+    one line, exit 2, at once (the timeout is the hang the reader must not have)."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path, kind in (("/dev/zero", "character device"), ("/dev/urandom", "character device"),
+                       (str(fifo), "FIFO"), (str(tmp_path), "")):
+        args = [path] if command == "inspect" else [path, path]
+        _one_line_error(cli(command, *args, timeout=30), path, kind)
+
+
+def test_input_beyond_the_payload_limit_is_refused_not_cut(tmp_path):
+    """A file over the limit is refused from its size, unread; stdin stops one byte past the limit."""
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(17 << 20)
+    _one_line_error(cli("inspect", str(big)), "max_payload_chars")
+    env = dict(os.environ, PYTHONWARNINGS="ignore", MM_HANDOFF_LIMITS="max_payload_chars=64")
+    r = subprocess.run([sys.executable, "-m", "mm_handoff", "inspect", "-"], input=json.dumps(RAW + RAW + RAW),
+                       capture_output=True, text=True, timeout=60, env=env)
+    _one_line_error(r, "more than 64 bytes")
+    with open("/dev/zero", "rb") as zero:
+        r = subprocess.run([sys.executable, "-m", "mm_handoff", "inspect", "-"], stdin=zero, capture_output=True,
+                           text=True, timeout=60, env=env)
+    _one_line_error(r, "more than 64 bytes")

@@ -1,0 +1,291 @@
+"""Around the accept step: what feeds it, what it is bound to after it has run, the settings.
+
+One section per class of failure; each case ends in a typed HandoffError (named field, at most 1,000
+characters) or a correct answer, within 1 s and 100 MiB (``adversary.answer``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from adversary import answer, refused
+from handoff_strategies import FAMILIES, prompts
+from hypothesis import given
+from hypothesis import strategies as st
+
+import mm_handoff
+from mm_handoff import HandoffError, HandoffLayout, Limits, _env
+from mm_handoff.checks import check_placeholders, check_prompt_pads
+from mm_handoff.limits import limits_from_env, resolve_limits
+from mm_handoff.tokens import frozen
+
+QWEN = FAMILIES["qwen3_vl"]()
+S = QWEN.spec
+
+
+def _video_prompt(frames: int = 4):
+    raw = [100, S.vision_start, S.video_pad, S.vision_end, 101]
+    meta = [{"fps": 2.0, "frames_indices": list(range(frames))}]
+    grid = [[-(-frames // 2), 4, 4]]
+    return raw, grid, meta, QWEN.rebuild_token_ids(raw, video_grid_thw=grid, video_metadata=meta)
+
+
+# --------------------------------------------------------------- what was checked cannot change afterwards
+def _arrays(layout: HandoffLayout) -> list:
+    """Every array a layout keeps or hands out (its own, its items', its derived views)."""
+    out = [layout.token_ids, *layout.rle(), layout.vision_start_positions, layout.vision_end_positions]
+    out += [a for a in (layout.mrope_position_ids,) if a is not None]
+    for item in layout.items:
+        out += [item.run_offsets, item.run_lengths]
+        out += [a for a in (item.seconds, item.span_array) if a is not None]
+    return out
+
+
+def _chain(arr):
+    while isinstance(arr, np.ndarray):
+        yield arr
+        arr = arr.base
+
+
+def _unwritable(layout: HandoffLayout) -> None:
+    for arr in _arrays(layout):
+        assert frozen(arr)
+        for link in _chain(arr):
+            with pytest.raises(ValueError):
+                link.flags.writeable = True
+
+
+def _owned_read_only(values, dtype):
+    """A caller's read-only array that owns its memory: its owner may set writeable back to True."""
+    arr = np.array(values, dtype=dtype)
+    arr.flags.writeable = False
+    return arr
+
+
+@given(prompts(max_items=3))
+def test_no_array_of_an_accepted_layout_can_be_made_writable(case):
+    """Derived from a caller's owning read-only arrays, then accepted (in-process and through the wire): the
+    caller turns its arrays writable and writes; the layout, its fingerprint and its engine inputs stay."""
+    adapter, raw, image_grids, video_grids, metas, expanded = case
+    ids = _owned_read_only(expanded, np.int32)
+    layout = adapter.derive_layout(ids, image_grid_thw=image_grids, video_grid_thw=video_grids, mrope=True)
+    before = (layout.fingerprint(), layout.token_id_list(), layout.to_disagg_prefill_inputs())
+    for accepted in (mm_handoff.accept_layout(layout, adapter, prompt_token_ids=ids),
+                     mm_handoff.accept_layout(layout.to_wire(), adapter, prompt_token_ids=ids)):
+        _unwritable(accepted)
+    ids.flags.writeable = True  # the caller's own array: it may
+    ids[:] = 4242
+    _unwritable(layout)
+    fresh = layout.without_mrope()  # a new object: its fingerprint is computed anew from the arrays
+    assert (layout.fingerprint(), layout.token_id_list(), layout.to_disagg_prefill_inputs()) == before
+    assert fresh.fingerprint() == before[0]  # recomputed from the arrays, not the memo
+    mm_handoff.validate(layout, adapter, prompt_token_ids=expanded)
+
+
+def test_an_items_run_columns_and_mrope_ids_are_copied_from_a_callers_owning_arrays():
+    raw, grid, meta, expanded = _video_prompt()
+    layout = QWEN.derive_layout(expanded, video_grid_thw=grid, mrope=True)
+    item = layout.items[0]
+    offsets, lengths = _owned_read_only(item.run_offsets, np.int64), _owned_read_only(item.run_lengths, np.int64)
+    mrope = _owned_read_only(layout.mrope_position_ids, np.int64)
+    rebuilt = HandoffLayout(layout.token_ids, [mm_handoff.MultimodalItem.from_arrays(
+        "video", offsets, lengths, item.grid_thw, item.seconds, item.span_array)],
+        S, family="qwen3_vl", convention=layout.convention, mrope_position_ids=mrope,
+        mrope_position_delta=layout.mrope_position_delta, tokenizer_digest=layout.tokenizer_digest)
+    for arr in (offsets, lengths, mrope):
+        arr.flags.writeable = True
+        arr[...] = 7
+    _unwritable(rebuilt)
+    assert rebuilt.fingerprint(include_mrope=True) == layout.fingerprint(include_mrope=True)
+
+
+# ------------------------------------------------------------------------------- bounds before work
+def _small_layout():
+    raw, grid, meta, expanded = _video_prompt()
+    return QWEN.derive_layout(expanded, video_grid_thw=grid, mrope=False), expanded, grid, meta
+
+
+def test_a_broadcast_view_of_every_array_argument_is_refused_before_it_is_read():
+    """Views claiming far more than the limits allow cost nothing: counted, then refused."""
+    layout, expanded, grid, meta = _small_layout()
+    huge_ids = np.broadcast_to(np.int32(100), (1 << 27,))
+    refused(lambda: mm_handoff.accept_layout(layout.to_wire(), QWEN, prompt_token_ids=huge_ids),
+            field="prompt_token_ids")
+    refused(lambda: mm_handoff.validate(layout, None, prompt_token_ids=huge_ids), field="prompt_token_ids")
+    refused(lambda: mm_handoff.validate(layout, QWEN, embedding_rows=np.broadcast_to(np.int64(1), (10**7,))),
+            field="embedding_rows")
+    refused(lambda: QWEN.derive_layout(huge_ids), field="token_ids")
+    refused(lambda: QWEN.mrope_positions(huge_ids), field="token_ids")
+    refused(lambda: QWEN.rebuild_token_ids(huge_ids), field="prompt_token_ids")
+    refused(lambda: check_prompt_pads(huge_ids, S, 1), field="prompt_token_ids")
+    many_frames = [{"fps": 2.0, "frames_indices": np.broadcast_to(np.int64(0), (1 << 30,))}]
+    refused(lambda: QWEN.video_timestamps(many_frames[0]), field="video_metadata[0].frames_indices")
+    refused(lambda: mm_handoff.validate(layout, QWEN, video_metadata=many_frames), field="video_metadata[0]")
+
+
+def test_from_rle_counts_the_ids_before_expanding_them():
+    make = HandoffLayout.from_rle
+    refused(lambda: make([5] * 32, [2**31 - 1] * 32, [], S, family="qwen3_vl", convention="pad_only"),
+            field="rle.counts")
+    refused(lambda: make(np.zeros(1 << 21, np.int32), np.ones(1 << 21, np.int32), [], S, family="qwen3_vl",
+                         convention="pad_only"), field="rle")
+    small = make([5, 6], [3, 2], [], S, family="qwen3_vl", convention="pad_only", limits=Limits(max_prompt_len=5))
+    assert small.token_ids.tolist() == [5, 5, 5, 6, 6]
+    refused(lambda: make([5, 6], [3, 3], [], S, family="qwen3_vl", convention="pad_only",
+                         limits=Limits(max_prompt_len=5)), field="rle.counts")
+
+
+@pytest.mark.parametrize("videos", [2, 256, 1024])
+def test_frame_lists_are_bounded_per_request_not_only_per_video(videos):
+    """One 32,768-frame list shared by many one-group videos: counted over the request, refused at once."""
+    shared = {"fps": 2.0, "frames_indices": list(range(1 << 15))}
+    raw = [100] + [S.vision_start, S.video_pad, S.vision_end] * videos
+    refused(lambda: QWEN.rebuild_token_ids(raw, video_grid_thw=[[1, 4, 4]] * videos, video_metadata=[shared] * videos),
+            field="video_metadata[1].frames_indices")
+    honest = [{"fps": 2.0, "frames_indices": [0, 1]}] * videos
+    layout = QWEN.derive_layout(QWEN.rebuild_token_ids(raw, video_grid_thw=[[1, 4, 4]] * videos, video_metadata=honest),
+                                video_grid_thw=[[1, 4, 4]] * videos, mrope=False)
+    refused(lambda: mm_handoff.validate(layout, QWEN, video_metadata=[shared] * videos),
+            field="video_metadata[1].frames_indices")
+    assert mm_handoff.validate(layout, QWEN, video_metadata=honest)
+
+
+# ------------------------------------------------------------------------------- untyped escapes
+class _Hostile:
+    """Every attribute read, length, iteration, index and conversion raises something untyped."""
+
+    def __getattr__(self, name):
+        raise RuntimeError(f"hostile .{name}")
+
+    def __len__(self):
+        raise RuntimeError("hostile len")
+
+    def __iter__(self):
+        raise RuntimeError("hostile iter")
+
+    def __index__(self):
+        raise RuntimeError("hostile index")
+
+    def __array__(self, *a, **k):
+        raise RuntimeError("hostile array")
+
+
+HOSTILE = [_Hostile(), np.array(5), np.array([[1, 2]]), -1, True, 2**70, float("nan"), "4", b"\x00", None, {"a": 1},
+           [_Hostile()], (_Hostile(), 1, 1), np.array([2**63], dtype=np.uint64)]
+
+
+def _entries(layout, value):
+    return {
+        "accept_layout(embedding_rows)": lambda: mm_handoff.accept_layout(layout.to_wire(), QWEN, embedding_rows=value),
+        "validate(embedding_shapes)": lambda: mm_handoff.validate(layout, QWEN, embedding_shapes=value),
+        "validate(prompt_token_ids)": lambda: mm_handoff.validate(layout, QWEN, prompt_token_ids=value),
+        "validate(video_grid_thw)": lambda: mm_handoff.validate(layout, QWEN, video_grid_thw=value),
+        "validate(video_metadata)": lambda: mm_handoff.validate(layout, QWEN, video_metadata=value),
+        "validate(mrope_position_ids)": lambda: mm_handoff.validate(layout, QWEN, mrope_position_ids=value),
+        "check_mrope_slice": lambda: mm_handoff.check_mrope_slice(value, 5),
+        "check_placeholders(images)": lambda: check_placeholders([1, 2, 3], S, images=value, videos=0),
+        "check_prompt_pads(rows)": lambda: check_prompt_pads([1, 2, 3], S, value),
+        "derive_layout(video_grid_thw)": lambda: QWEN.derive_layout(layout.token_ids, video_grid_thw=value),
+        "mrope_positions(video_grid_thw)": lambda: QWEN.mrope_positions(layout.token_ids, video_grid_thw=value),
+        "rebuild_token_ids(video_metadata)": lambda: QWEN.rebuild_token_ids(
+            [100, S.video_pad], video_grid_thw=[[1, 4, 4]], video_metadata=value),
+        "from_wire": lambda: HandoffLayout.from_wire(value),
+        "from_rle": lambda: HandoffLayout.from_rle(value, value, [], S, family="qwen3_vl", convention="pad_only"),
+        "HandoffLayout(mrope)": lambda: HandoffLayout(layout.token_ids, layout.items, S, family="qwen3_vl",
+                                                      convention=layout.convention, mrope_position_ids=value),
+    }
+
+
+@given(st.sampled_from(range(len(HOSTILE))), st.sampled_from(sorted(_entries(None, None))))
+def test_odd_values_at_every_entry_end_typed_or_answered(which, entry):
+    layout = _small_layout()[0]
+    result, exc = answer(_entries(layout, HOSTILE[which])[entry])
+    assert exc is None or (exc.field and len(str(exc)) <= 1000)
+
+
+def test_the_named_escapes():
+    layout = _small_layout()[0]
+    refused(lambda: mm_handoff.validate(layout, QWEN, embedding_rows=np.array(5)), field="embedding_rows")
+    assert mm_handoff.validate(layout, QWEN, embedding_rows=np.array(layout.num_pads)) is layout  # a 0-d total
+    refused(lambda: check_placeholders([1, 2, 3], S, images=-1, videos=0), field="images")
+    refused(lambda: check_placeholders([1, 2, 3], S, images=True, videos=0), field="images")
+    refused(lambda: QWEN.mrope_positions(layout.token_ids, video_grid_thw=_Hostile()), field="video_grid_thw")
+
+
+# --------------------------------------------------------------------------- claims required and checked
+def test_an_unstamped_one_group_video_is_the_stock_shape_and_refused():
+    """1-2 frames, one run, no <t seconds>: #20138 for short clips. The stamping families refuse it with this
+    request's grids, embedding shapes and an mRoPE slice of its own length."""
+    for family in ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "cosmos3", "cosmos3_omni"):
+        adapter = FAMILIES[family]()
+        s = adapter.spec
+        stock = [100, s.vision_start, *[s.video_pad] * 4, s.vision_end, 101]
+        layout = adapter.derive_layout(stock, video_grid_thw=[[1, 4, 4]], mrope=False)
+        mrope, _ = adapter.mrope_positions(stock, video_grid_thw=[[1, 4, 4]])
+        refused(lambda a=adapter, lay=layout, m=mrope: mm_handoff.validate(
+            lay, a, video_grid_thw=[[1, 4, 4]], embedding_shapes=[(4, a.handle_row_width or 8)],
+            mrope_position_ids=m), field="items[0].timestamps")
+        refused(lambda a=adapter, lay=layout: mm_handoff.accept_layout(lay.to_wire(), a), field="items[0].timestamps")
+
+
+@pytest.mark.parametrize("change", ["rows swapped", "one id shifted", "h and w swapped"])
+def test_in_process_mrope_ids_are_checked_value_by_value(change):
+    raw, grid, meta, expanded = _video_prompt(frames=6)
+    layout = QWEN.derive_layout(expanded, video_grid_thw=grid, mrope=True)
+    good = np.array(layout.mrope_position_ids)
+    bad = good.copy()
+    if change == "rows swapped":
+        bad = good[[1, 0, 2]]
+    elif change == "one id shifted":
+        bad[0, 3] += 1
+    else:
+        bad = good[[0, 2, 1]]
+    assert not np.array_equal(bad, good) and bad.max() == good.max()  # shape and maximum as before
+    refused(lambda: mm_handoff.validate(layout, QWEN, mrope_position_ids=bad, prompt_token_ids=expanded,
+                                        video_grid_thw=grid, video_metadata=meta), field="mrope_position_ids")
+    forged = layout.with_mrope(bad, layout.mrope_position_delta)
+    refused(lambda: mm_handoff.validate(forged, QWEN, prompt_token_ids=expanded, video_grid_thw=grid,
+                                        video_metadata=meta), field="layout.mrope_position_ids")
+    assert mm_handoff.validate(layout, QWEN, mrope_position_ids=good, prompt_token_ids=expanded) is layout
+
+
+def test_uint64_mrope_ids_are_refused_not_wrapped():
+    raw, grid, meta, expanded = _video_prompt()
+    layout = QWEN.derive_layout(expanded, video_grid_thw=grid, mrope=True)
+    huge = np.array(layout.mrope_position_ids, dtype=np.uint64)
+    huge[0, 0] = 2**63
+    refused(lambda: HandoffLayout(layout.token_ids, layout.items, S, family="qwen3_vl", convention=layout.convention,
+                                  mrope_position_ids=huge), field="mrope_position_ids")
+
+
+# --------------------------------------------------------------------------------------- settings
+@given(st.text(max_size=12))
+def test_a_switch_is_on_off_or_an_error_never_a_guess(value):
+    env = {_env.AUTOINSTALL: value}
+    word = value.strip().lower()
+    if word in _env.TRUTHY or word in _env.FALSY:
+        assert _env.env_flag(_env.AUTOINSTALL, env) is (word in _env.TRUTHY)
+    else:
+        with pytest.raises(HandoffError) as info:
+            _env.env_flag(_env.AUTOINSTALL, env)
+        assert info.value.field == _env.AUTOINSTALL and len(str(info.value)) <= 1000
+
+
+@given(st.text(max_size=40))
+def test_limits_from_the_environment_parse_or_name_the_variable(value):
+    try:
+        limits = limits_from_env({_env.LIMITS: value})
+    except HandoffError as exc:
+        assert exc.field == _env.LIMITS and len(str(exc)) <= 1000
+    else:
+        assert isinstance(limits, Limits)
+
+
+def test_a_bad_limits_setting_is_an_error_where_it_is_used(monkeypatch):
+    monkeypatch.setenv(_env.LIMITS, "max_runs=0")
+    refused(lambda: resolve_limits(None), field=_env.LIMITS)
+    refused(lambda: QWEN.derive_layout([1, 2, 3]), field=_env.LIMITS)
+    monkeypatch.setenv(_env.LIMITS, "max_prompt_len=2")
+    refused(lambda: QWEN.derive_layout([1, 2, 3]), field="token_ids")
+    monkeypatch.delenv(_env.LIMITS)
+    assert resolve_limits(None) == Limits()
