@@ -15,55 +15,15 @@ import tempfile
 from collections.abc import Sequence
 
 from . import _env
-from ._startup import EXIT_CODE, setting_problems
+from ._startup import GUARD, setting_problems
 
 __all__ = ["run_command", "prepare_environment", "SITECUSTOMIZE"]
 
-#: the generated ``sitecustomize.py``; its switch reads the variable inline (an interpreter with the variable
-#: unset or off imports nothing of mm-handoff); it fails closed as :mod:`mm_handoff._startup` does, also where
-#: mm-handoff itself does not import (that interpreter may not import TensorRT-LLM)
-SITECUSTOMIZE = '''\
-"""Written by `mm-handoff run`: install mm-handoff's TensorRT-LLM glue, then chain to the next sitecustomize."""
-import os as _os
-import sys as _sys
-
-
-def _mm_handoff_stop(reason):
-    """The fix cannot be put in place: one line and exit __EXIT__, unless __ALLOW__ is on."""
-    if _os.environ.get(__ALLOW__, "").strip().lower() in __TRUTHY__:
-        _sys.stderr.write("mm-handoff: warning: %s; serving WITHOUT the fix (%s=1)\\n" % (reason, __ALLOW__))
-        return
-    _sys.stderr.write("mm-handoff: error: %s; stopping (set %s=1 to serve without the fix)\\n" % (reason, __ALLOW__))
-    _sys.stderr.flush()
-    _os._exit(__EXIT__)
-
-
-class _MmHandoffMissing:
-    """mm-handoff does not import in this interpreter: an import of TensorRT-LLM here would run unprotected."""
-
-    def __init__(self, reason):
-        self.reason = reason
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname == "tensorrt_llm":
-            _mm_handoff_stop("mm_handoff does not import in this interpreter (%s), so TensorRT-LLM would run "
-                             "without the fix" % (self.reason,))
-        return None
-
-
-def _mm_handoff_startup():
-    if _os.environ.get(__ENV__, "").strip().lower() in __FALSY__:
-        return
-    try:
-        import mm_handoff._startup
-    except Exception as exc:
-        _sys.meta_path.insert(0, _MmHandoffMissing(" ".join(("%s: %s" % (type(exc).__name__, exc)).split())[:500]))
-        return
-    try:
-        mm_handoff._startup.process_startup()
-    except BaseException as exc:  # it stops the process itself; anything else is a failed start-up too
-        _mm_handoff_stop("start-up hook failed: " + " ".join(("%s: %s" % (type(exc).__name__, exc)).split())[:500])
-
+#: the generated ``sitecustomize.py``: the start-up guard (:data:`mm_handoff._startup.GUARD`, which fails closed
+#: also where mm-handoff itself does not import), then a chain to the next ``sitecustomize`` on the path
+SITECUSTOMIZE = '''"""Written by `mm-handoff run`: install mm-handoff's TensorRT-LLM glue, then chain to the next
+sitecustomize."""
+''' + GUARD + '''
 
 def _chain_next_sitecustomize():
     import importlib.machinery
@@ -79,11 +39,21 @@ def _chain_next_sitecustomize():
             return
 
 
-_mm_handoff_startup()
 _chain_next_sitecustomize()
-'''.replace("__ENV__", repr(_env.AUTOINSTALL)).replace("__FALSY__", repr(_env.FALSY)).replace(
-    "__TRUTHY__", repr(_env.TRUTHY)).replace("__ALLOW__", repr(_env.ALLOW_UNPROTECTED)).replace(
-    "__EXIT__", str(EXIT_CODE))
+'''
+
+
+def _ignores_the_hook(command: Sequence[str]) -> str | None:
+    """The option of a Python command line that makes its interpreter skip ``PYTHONPATH`` or ``site`` (``-E``,
+    ``-I``, ``-S``, alone or in a cluster such as ``-IS``): there the start-up hook never runs."""
+    if not os.path.basename(command[0]).startswith("python"):
+        return None
+    for arg in command[1:]:
+        if arg in ("-c", "-m", "-") or not arg.startswith("-") or arg.startswith("--"):
+            return None  # the program starts here (its own arguments are not the interpreter's)
+        if arg[1:2] in ("W", "X", "Q") or any(ch in "EIS" for ch in arg[1:]):
+            return arg if any(ch in "EIS" for ch in arg[1:]) else None
+    return None
 
 
 def _strip_separator(argv: Sequence[str]) -> list[str]:
@@ -110,6 +80,12 @@ def run_command(argv: Sequence[str]) -> int:
     command = _strip_separator(argv)
     if not command:
         print("mm-handoff: error: run needs a command: mm-handoff run -- CMD [ARGS...]", file=sys.stderr)
+        return 2
+    ignoring = _ignores_the_hook(command)
+    if ignoring is not None:
+        print(f"mm-handoff: error: {command[0]} {ignoring} skips PYTHONPATH or site, so mm-handoff's start-up hook "
+              "would not run in it: drop the option, or call mm_handoff.trtllm.install() in the program",
+              file=sys.stderr)
         return 2
     env = prepare_environment()
     problems = setting_problems(env)

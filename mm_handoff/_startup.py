@@ -30,15 +30,73 @@ import threading
 
 from . import _env
 
-__all__ = ["process_startup", "setting_problems", "AUTOINSTALL_ENV", "ENGINE_MODULE", "PTH_LINE", "EXIT_CODE"]
+__all__ = ["process_startup", "setting_problems", "AUTOINSTALL_ENV", "ENGINE_MODULE", "PTH_LINE", "GUARD", "EXIT_CODE"]
 
 AUTOINSTALL_ENV = _env.AUTOINSTALL
-#: the line of a ``.pth`` file that runs the start-up hook (imports nothing while the variable is unset or off)
-PTH_LINE = (f"import os, importlib; os.environ.get({AUTOINSTALL_ENV!r}, '').strip().lower() not in {_env.FALSY!r} "
-            "and importlib.import_module('mm_handoff._startup').process_startup()")
-ENGINE_MODULE = "tensorrt_llm"
 #: the exit code of a process stopped because the fix could not be put in place (EX_CONFIG)
 EXIT_CODE = 78
+
+#: the start-up guard the generated ``sitecustomize`` and the ``.pth`` line run: standalone code, so that it
+#: fails closed also where ``mm_handoff`` itself does not import (there an import of TensorRT-LLM stops the
+#: process; other Python tools run on), and whatever the hook raises stops the process too
+GUARD = '''
+import os as _os
+import sys as _sys
+
+
+def _mm_handoff_stop(reason):
+    """The fix cannot be put in place: one line and exit __EXIT__, unless __ALLOW__ is on."""
+    if _os.environ.get(__ALLOW__, "").strip().lower() in __TRUTHY__:
+        _sys.stderr.write("mm-handoff: warning: %s; serving WITHOUT the fix (%s=1)\\n" % (reason, __ALLOW__))
+        return
+    _sys.stderr.write("mm-handoff: error: %s; stopping (set %s=1 to serve without the fix)\\n" % (reason, __ALLOW__))
+    _sys.stderr.flush()
+    _os._exit(__EXIT__)
+
+
+def _mm_handoff_why(exc):
+    try:
+        return " ".join(("%s: %s" % (type(exc).__name__, exc)).split())[:500]
+    except Exception:
+        return type(exc).__name__
+
+
+class _MmHandoffMissing:
+    """mm-handoff does not import in this interpreter: an import of TensorRT-LLM here would run unprotected."""
+
+    def __init__(self, reason):
+        self.reason = reason
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == "tensorrt_llm":
+            _mm_handoff_stop("mm_handoff does not import in this interpreter (%s), so TensorRT-LLM would run "
+                             "without the fix" % (self.reason,))
+        return None
+
+
+def _mm_handoff_startup():
+    if _os.environ.get(__ENV__, "").strip().lower() in __FALSY__:
+        return
+    try:
+        import mm_handoff._startup
+    except BaseException as exc:
+        _sys.meta_path.insert(0, _MmHandoffMissing(_mm_handoff_why(exc)))
+        return
+    try:
+        mm_handoff._startup.process_startup()
+    except BaseException as exc:  # it stops the process itself; anything else is a failed start-up too
+        _mm_handoff_stop("start-up hook failed: " + _mm_handoff_why(exc))
+
+
+_mm_handoff_startup()
+'''.replace("__ENV__", repr(_env.AUTOINSTALL)).replace("__FALSY__", repr(_env.FALSY)).replace(
+    "__TRUTHY__", repr(_env.TRUTHY)).replace("__ALLOW__", repr(_env.ALLOW_UNPROTECTED)).replace(
+    "__EXIT__", str(EXIT_CODE))
+#: the line of a ``.pth`` file that runs the start-up guard (nothing is imported while the variable is unset
+#: or off: the switch is read inline)
+PTH_LINE = (f"import os; os.environ.get({AUTOINSTALL_ENV!r}, '').strip().lower() not in {_env.FALSY!r} "
+            f"and exec({GUARD!r}, {{}})")
+ENGINE_MODULE = "tensorrt_llm"
 
 log = logging.getLogger("mm_handoff.startup")
 _LOCK = threading.Lock()
@@ -107,11 +165,8 @@ class _InstallAfterImport(importlib.abc.Loader):
         return self._loader.create_module(spec)
 
     def exec_module(self, module):
-        try:
-            self._loader.exec_module(module)
-        except BaseException:  # the import failed: the next attempt at it is hooked again
-            _add_finder()
-            raise
+        self._loader.exec_module(module)  # a failed import leaves the finder in place for the next attempt
+        _remove_finder()
         _install_or_refuse()
 
     def __getattr__(self, name):  # get_resource_reader, is_package, ...
@@ -119,27 +174,32 @@ class _InstallAfterImport(importlib.abc.Loader):
 
 
 class _PostImportFinder(importlib.abc.MetaPathFinder):
-    """One-shot finder: on the first import of ``tensorrt_llm`` it removes itself and wraps the loader."""
+    """Wraps the loader of ``tensorrt_llm`` at every lookup until the import has run (a lookup without an
+    import, such as ``importlib.util.find_spec`` in an availability check, changes nothing)."""
+
+    _busy = threading.local()
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != ENGINE_MODULE:
+        if fullname != ENGINE_MODULE or getattr(self._busy, "on", False):
             return None
-        _remove_finder()
         from importlib.util import find_spec
 
+        self._busy.on = True  # the lookup below asks the other finders, not this one again
         try:
             spec = find_spec(fullname)
         except Exception as exc:  # another finder failed: the import would go on without the hook
             _refuse(f"cannot hook the import of {fullname}", exc)
             raise
+        finally:
+            self._busy.on = False
         if spec is None:  # not installed: the import fails as it would without mm-handoff
-            _add_finder()
             return None
         if spec.loader is None or not hasattr(spec.loader, "exec_module"):
             _refuse(f"cannot hook the import of {fullname}",
                     TypeError(f"its loader {type(spec.loader).__name__} has no exec_module"))
             return spec
-        spec.loader = _InstallAfterImport(spec.loader)
+        if not isinstance(spec.loader, _InstallAfterImport):
+            spec.loader = _InstallAfterImport(spec.loader)
         return spec
 
 

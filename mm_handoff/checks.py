@@ -12,9 +12,11 @@ engine (the TensorRT-LLM glue, ``prefill_request``, the HF reference engine, the
    TensorRT-LLM #20138);
 3. skew: family, the whole token spec (field by field), tokenizer digest and processor convention
    against this side's adapter, so the layout is read with this side's ids and sizes only;
-4. grids: the runs follow the grids; the carried mRoPE delta is the one the adapter computes from
-   the ids and grids; this request's own grids and video metadata (its timestamps), when the engine
-   has them, equal the layout's;
+4. grids: the runs follow the grids, and where the family prints timestamps every video group has
+   one (a video of one group included); the carried mRoPE delta is the one the adapter computes from
+   the ids and grids, and so are the values of mRoPE ids held in this process (the layout's own, or
+   an array about to be sliced); this request's own grids and video metadata (its timestamps, all of
+   its frame lists within ``limits.max_frames``), when the engine has them, equal the layout's;
 5. embeddings: one per item, rows per item == pads per item, row width == the adapter's
    ``hidden * (1 + deepstack levels)`` where it is known (or the rows alone: a total or per item);
 6. the fingerprint, when one is given;
@@ -249,14 +251,17 @@ def _check_mrope(layout: HandoffLayout, adapter, mrope_position_ids, prompt_toke
             check_mrope_slice(layout.mrope_position_ids, int(ids.shape[0]), request_id=request_id)
 
 
-def _values_of(mrope_position_ids):
+def _values_of(mrope_position_ids, request_id):
     """The values of mRoPE ids held in this process (a numpy array, a CPU tensor), as ``(3, L)``; None for a
-    shape, a handle or a device tensor (read without a copy or a device sync: their shape is checked)."""
+    shape, a handle or a device tensor (read without a copy or a device sync: their shape is checked). Ids
+    that are not integers (floats, bools, objects) are refused: no slice of them is a position."""
     arr = mrope_position_ids
     if hasattr(arr, "detach") and getattr(arr, "device", None) is not None and str(arr.device) == "cpu":
         arr = arr.detach().numpy()
-    if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "iu":
+    if not isinstance(arr, np.ndarray):
         return None
+    if arr.dtype.kind not in "iu":
+        raise MropeLengthError("mrope_position_ids", "integer mRoPE ids", f"dtype {arr.dtype}", request_id=request_id)
     return arr.reshape(3, -1)
 
 
@@ -264,7 +269,7 @@ def _check_mrope_values(layout: HandoffLayout, adapter, mrope_position_ids, requ
     """mRoPE ids held in this process (the layout's own, or the ids about to be sliced) are the adapter's for
     the layout's ids and grids, value by value (rows swapped or shifted ids have the right shape)."""
     held = [(f, v) for f, v in (("layout.mrope_position_ids", layout.mrope_position_ids),
-                                ("mrope_position_ids", _values_of(mrope_position_ids))) if v is not None]
+                                ("mrope_position_ids", _values_of(mrope_position_ids, request_id))) if v is not None]
     if not held:
         return
     own, _ = call_adapter(adapter, "mrope_positions", layout.token_ids, image_grid_thw=_grids_of(layout, IMAGE),

@@ -27,6 +27,8 @@ def _read_bounded(path: str, most: int) -> bytes:
     The file is opened without blocking and checked before it is read: a FIFO, a device (``/dev/zero``,
     ``/dev/urandom``), a socket or a directory is refused, so no path hangs or reads without end."""
     if path == "-":
+        if sys.stdin is None or not hasattr(sys.stdin, "buffer"):
+            raise UsageError("'-': there is no standard input to read")
         data = sys.stdin.buffer.read(most + 1)
         size = len(data)
     else:
@@ -49,14 +51,25 @@ _KINDS = {stat.S_IFIFO: "FIFO", stat.S_IFCHR: "character device", stat.S_IFBLK: 
 
 
 def _read_json(path: str):
+    """The file's JSON, its size and its number of objects, lists and values bounded before it is parsed
+    (what the largest layout, token list or ``{"token_ids", grids}`` object allowed by the limits holds)."""
     from .limits import resolve_limits
 
+    limits = resolve_limits(None)
     try:
-        text = _read_bounded(path, resolve_limits(None).max_payload_chars).decode("utf-8")
+        text = _read_bounded(path, limits.max_payload_chars).decode("utf-8")
     except OSError as exc:
         raise UsageError(f"cannot read {path!r}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise UsageError(f"{path!r} is not UTF-8 text") from None
+    opens, most = text.count("{") + text.count("["), 2 * limits.max_items + 8
+    if opens > most:
+        raise UsageError(f"{path!r} holds {opens} JSON objects and lists; a layout or token list has at most {most} "
+                         "(limits.max_items)")
+    values, most = text.count(",") + text.count(":"), limits.max_prompt_len + 16 * limits.max_items + 128
+    if values > most:
+        raise UsageError(f"{path!r} holds {values} JSON values; a layout or token list has at most {most} "
+                         "(limits.max_prompt_len)")
     try:
         return json.loads(text)
     except ValueError as exc:

@@ -191,7 +191,7 @@ def _read_heads(heads, n_runs: int, seconds) -> tuple:
         if not (isinstance(head, tuple) and len(head) == 4 and type(head[3]) is bool):
             raise LayoutError("MultimodalItem heads", "(modality, grid_thw, runs, stamped) per item", head)
         modality, _, runs, stamped = head
-        if modality not in MODALITIES:
+        if type(modality) is not str or modality not in MODALITIES:
             raise LayoutError("MultimodalItem.modality", f"one of {MODALITIES}", modality)
         if type(runs) is not int or runs < 1:
             raise LayoutError("MultimodalItem.runs", "at least one pad run", runs)
@@ -280,7 +280,7 @@ class MultimodalItem:
 
     def __init__(self, modality: str, runs, embedding_length: int, grid_thw, timestamps=None,
                  timestamp_spans=None) -> None:
-        if modality not in MODALITIES:
+        if type(modality) is not str or modality not in MODALITIES:  # (a str subclass's __eq__ is not asked)
             raise LayoutError("MultimodalItem.modality", f"one of {MODALITIES}", modality)
         rows = as_int(embedding_length)
         if type(rows) is not int or rows < 1:

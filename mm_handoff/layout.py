@@ -207,14 +207,14 @@ class HandoffLayout:
         return list(self.item_pad_bounds()[0])
 
     def item_pad_bounds(self) -> tuple:
-        """``(firsts, ends)``: each item's first pad and one past its last pad, as lists (from the run
-        columns in one step, not item by item)."""
+        """``(firsts, ends)``: each item's first pad and one past its last pad, as tuples (from the run
+        columns in one step, not item by item; memoised, so no caller can change them)."""
         def build():
             off, ln, _, cu = self._columns()
             if len(cu) < 2:
-                return [], []
+                return (), ()
             last = np.asarray(cu[1:]) - 1
-            return off[cu[:-1]].tolist(), (off[last] + ln[last]).tolist()
+            return tuple(off[cu[:-1]].tolist()), tuple((off[last] + ln[last]).tolist())
         return self._memo("bounds", build)
 
     @property
@@ -258,17 +258,18 @@ class HandoffLayout:
                 k = item.run_offsets.shape[0]
                 return item.run_offsets, item.run_lengths, np.full(k, _ITEM_TYPE[item.modality], np.int8), [0, k]
             if not items:
-                return _NO_RUNS, _NO_RUNS, _NO_RUNS.astype(np.int8), [0]
+                return _NO_RUNS, _NO_RUNS, read_only(_NO_RUNS, np.int8), [0]
             sizes = [item.run_offsets.shape[0] for item in items]
             kind = np.repeat(np.array([_ITEM_TYPE[item.modality] for item in items], np.int8), sizes)
-            return (np.concatenate([item.run_offsets for item in items]),
-                    np.concatenate([item.run_lengths for item in items]), kind, [0, *itertools.accumulate(sizes)])
+            return (read_only(np.concatenate([item.run_offsets for item in items])),
+                    read_only(np.concatenate([item.run_lengths for item in items])), read_only(kind),
+                    [0, *itertools.accumulate(sizes)])
         return self._memo("cols", build)
 
     def _flat(self):
         def build():
             off, ln, _, cu = self._columns()
-            return off.tolist(), ln.tolist(), cu
+            return tuple(off.tolist()), tuple(ln.tolist()), tuple(cu)
         return self._memo("flat", build)
 
     def rle(self) -> tuple:
@@ -318,9 +319,10 @@ class HandoffLayout:
             return wire.WireContent(family=self.family, convention=self.convention,
                                     tokenizer_digest=self.tokenizer_digest, spec=self.spec, values=values,
                                     counts=counts, heads=heads, offsets=off, lengths=ln,
-                                    seconds=np.concatenate([i.seconds for i in stamped]) if stamped else np.zeros(0),
-                                    spans=np.concatenate([i.span_array for i in stamped]) if stamped
-                                    else np.zeros((0, 2), dtype=np.int64),
+                                    seconds=read_only(np.concatenate([i.seconds for i in stamped]) if stamped
+                                                      else np.zeros(0)),
+                                    spans=read_only(np.concatenate([i.span_array for i in stamped]) if stamped
+                                                    else np.zeros((0, 2), dtype=np.int64)),
                                     mrope_position_delta=self.mrope_position_delta, checksum="")
         return self._memo("content", build)
 

@@ -33,9 +33,13 @@ from .errors import HandoffError
 __all__ = ["Limits", "limits_from_env", "resolve_limits", "check_frame_total"]
 
 
+#: the largest value a limit may take (a length any read or allocation can be asked for)
+_MOST = 2**62
+
+
 def _positive(instance, attribute, value) -> None:
-    if type(value) is not int or value < 1:
-        raise HandoffError(f"limits.{attribute.name}", "a positive int", value)
+    if type(value) is not int or not 1 <= value <= _MOST:
+        raise HandoffError(f"limits.{attribute.name}", "an int in [1, 2**62]", value)
 
 
 @attrs.frozen
@@ -70,7 +74,7 @@ def limits_from_env(environ=None) -> Limits:
     try:
         return Limits(**values)
     except HandoffError as exc:  # a value out of range: named by the variable that set it
-        raise HandoffError(_env.LIMITS, f"positive values ({exc.field})", text) from None
+        raise HandoffError(_env.LIMITS, f"values in [1, 2**62] ({exc.field})", text) from None
 
 
 #: the last ``MM_HANDOFF_LIMITS`` text read and its limits (one entry: the setting, not requests)

@@ -23,15 +23,14 @@ def readonly_ids(token_ids, field: str = "token_ids", *, max_len: int | None = N
     is coerced: a bool among them, a float, a masked array (its mask would be ignored), bytes (they
     would read as uint8 ids) or an object that fails to convert is a :class:`LayoutError` naming
     ``field``; so is a sequence longer than ``max_len`` (the entry points pass their limits'
-    ``max_prompt_len``, checked before any conversion; an int32 array no one can change needs none and
-    is returned as it is).
+    ``max_prompt_len``, checked before any conversion).
     """
-    if type(token_ids) is np.ndarray and token_ids.dtype == np.int32 and frozen(token_ids):
-        return token_ids  # nothing to convert (the core's own arrays: bounded where they were made)
     size = _size(token_ids) if max_len is not None else None
     if size is not None and size > max_len:
         raise LayoutError(field, f"at most {max_len} ids (limits.max_prompt_len)", size,
                           hint="raise the limits for longer prompts")
+    if type(token_ids) is np.ndarray and token_ids.dtype == np.int32 and frozen(token_ids):
+        return token_ids
     if type(token_ids) is list:
         fast = _from_int_list(token_ids)
         if fast is not None:

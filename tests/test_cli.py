@@ -166,3 +166,23 @@ def test_input_beyond_the_payload_limit_is_refused_not_cut(tmp_path):
         r = subprocess.run([sys.executable, "-m", "mm_handoff", "inspect", "-"], stdin=zero, capture_output=True,
                            text=True, timeout=60, env=env)
     _one_line_error(r, "more than 64 bytes")
+
+
+def test_json_of_many_small_values_is_refused_before_it_is_parsed(tmp_path):
+    """Within the size limit, millions of lists or values: counted in one scan, refused before json.loads."""
+    lists = tmp_path / "lists.json"
+    lists.write_text("[" + ",".join(["[]"] * 2_000_000) + "]")
+    _one_line_error(cli("inspect", str(lists), timeout=60), "JSON objects and lists")
+    numbers = tmp_path / "numbers.json"
+    numbers.write_text("[" + ",".join(["1e5"] * 3_000_000) + "]")
+    _one_line_error(cli("inspect", str(numbers), timeout=60), "JSON values")
+
+
+def test_no_standard_input_is_one_line():
+    r = subprocess.run([sys.executable, "-m", "mm_handoff", "inspect", "-"], stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PYTHONWARNINGS="ignore"), close_fds=True)
+    assert r.returncode == 2  # empty input: not JSON
+    closed = subprocess.run(f"{sys.executable} -m mm_handoff inspect - <&-", shell=True, capture_output=True,
+                            text=True, timeout=60, env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    _one_line_error(closed, "no standard input")

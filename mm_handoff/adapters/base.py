@@ -21,9 +21,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..checks import check_token_ids
-from ..errors import GridMismatchError, HandoffError
+from ..errors import AdapterError, GridMismatchError, HandoffError, typed_failures
 from ..layout import HandoffLayout
-from ..limits import resolve_limits
+from ..limits import Limits, resolve_limits
 from ..spec import REPLACE_WRAPPER, TokenSpec, item_lengths, normalize_grids
 from ..tokens import read_only, readonly_ids
 
@@ -31,8 +31,32 @@ __all__ = ["Adapter"]
 
 
 
+#: the methods an engine or a user calls on an adapter once per request: each raises only HandoffError (an
+#: untyped failure of any adapter, this package's or a third party's, becomes an AdapterError naming it)
+ENTRY_METHODS = ("derive_layout", "rebuild_token_ids", "stock_token_ids", "rebuild_layout", "mrope_positions",
+                 "mrope_delta", "layout_mrope_delta", "check_prompt", "video_timestamps", "check_video_metadata")
+
+
+def _typed(cls) -> None:
+    """Wrap the entry methods ``cls`` defines itself (once: a wrapped method is marked)."""
+    for name in ENTRY_METHODS:
+        method = cls.__dict__.get(name)
+        if callable(method) and not getattr(method, "_mm_handoff_typed", False):
+            wrapped = typed_failures(f"adapter.{name}", AdapterError)(method)
+            wrapped._mm_handoff_typed = True  # type: ignore[attr-defined]
+            setattr(cls, name, wrapped)
+
+
 class Adapter(abc.ABC):
-    """Base class of family adapters. Instances are immutable after construction."""
+    """Base class of family adapters. Instances are immutable after construction.
+
+    Every subclass's :data:`ENTRY_METHODS` are wrapped when the class is made, so whatever an adapter
+    raises reaches the caller as a :class:`~mm_handoff.errors.HandoffError`.
+    """
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        _typed(cls)
 
     #: family name (also the registry key)
     family: str
@@ -134,7 +158,8 @@ class Adapter(abc.ABC):
         for k, a, b, c, d in segments:
             field = ("prompt text before the first item" if k == 0 else f"prompt text before item {k}") \
                 if k < len(places) else "prompt text after the last item" if k else "prompt text"
-            check_token_ids(ids[a:b], raw[c:d], request_id=request_id, field=field)
+            check_token_ids(ids[a:b], raw[c:d], request_id=request_id, field=field,
+                            limits=Limits(max_prompt_len=layout.prompt_len))  # (both bounded by the layout)
 
     def placeholder_span(self, raw: np.ndarray, p: int, modality: str, cursor: int, convention: str) -> tuple:
         """``[lo, hi)`` of the prompt that the placeholder at ``p`` stands for: the pad alone, except
@@ -151,6 +176,8 @@ class Adapter(abc.ABC):
         describes: an image, its pads; a video, from its first group's timestamp text to its last group's
         ``<|vision_end|>``. Without timestamps (no timestamp vocabulary) the text before the first group
         cannot be told from the prompt's, so the check refuses instead of guessing."""
+        if type(k) is not int or not 0 <= k < len(layout.items):
+            raise HandoffError("item index", f"an int in [0, {len(layout.items)})", k, request_id=request_id)
         item = layout.items[k]
         firsts, ends = layout.item_pad_bounds()
         if item.modality != "video":
@@ -187,3 +214,6 @@ class Adapter(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(family={self.family!r}, convention={self.convention!r})"
+
+
+_typed(Adapter)

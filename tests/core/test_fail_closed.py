@@ -289,3 +289,69 @@ def test_a_bad_limits_setting_is_an_error_where_it_is_used(monkeypatch):
     refused(lambda: QWEN.derive_layout([1, 2, 3]), field="token_ids")
     monkeypatch.delenv(_env.LIMITS)
     assert resolve_limits(None) == Limits()
+
+
+def test_memoised_views_are_immutable():
+    """What a layout memoises and hands out cannot be edited (a list could be, and the checks read it)."""
+    raw, grid, meta, expanded = _video_prompt()
+    layout = QWEN.derive_layout(expanded, video_grid_thw=grid, mrope=False)
+    firsts, ends = layout.item_pad_bounds()
+    assert type(firsts) is tuple and type(ends) is tuple
+    positions = layout.multimodal_positions
+    positions[0] += 1  # a copy: the layout's own stays
+    assert layout.multimodal_positions == list(firsts) and layout.to_disagg_prefill_inputs()["multimodal_positions"] \
+        == list(firsts)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, object, bool])
+def test_mrope_ids_that_are_not_integers_are_refused(dtype):
+    raw, grid, meta, expanded = _video_prompt(frames=6)
+    layout = QWEN.derive_layout(expanded, video_grid_thw=grid, mrope=True)
+    ids = np.array(layout.mrope_position_ids).astype(dtype)
+    refused(lambda: mm_handoff.validate(layout, QWEN, mrope_position_ids=ids, prompt_token_ids=expanded),
+            field="mrope_position_ids")
+
+
+class _Raising(float):
+    def __float__(self):
+        raise KeyError("fps")
+
+
+class _Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("no text")
+
+
+class _BadMeta:
+    @property
+    def fps(self):
+        raise _Unprintable()
+
+
+class _BadList(list):
+    def __len__(self):
+        raise KeyError("len")
+
+
+def test_every_adapter_entry_is_typed_whatever_its_input_raises():
+    raw, grid, meta, expanded = _video_prompt()
+    layout = QWEN.derive_layout(expanded, video_grid_thw=grid, mrope=False)
+    for call in (lambda: QWEN.video_timestamps({"fps": _Raising(2.0), "frames_indices": [0, 1]}),
+                 lambda: QWEN.rebuild_token_ids(raw, video_grid_thw=grid, video_metadata=[{"fps": _Raising(2.0),
+                                                                                           "frames_indices": [0, 1]}]),
+                 lambda: QWEN.video_timestamps(_BadMeta()),
+                 lambda: QWEN.rebuild_token_ids(raw, video_grid_thw=grid, video_metadata=[_BadMeta()]),
+                 lambda: QWEN.check_video_metadata(layout, [_BadMeta()]),
+                 lambda: QWEN.video_timestamps({"fps": 2.0, "frames_indices": _BadList([0, 1])}),
+                 lambda: QWEN.rebuild_token_ids(raw, video_grid_thw=grid, video_metadata=_BadList([meta[0]])),
+                 lambda: QWEN.check_prompt(object(), raw),
+                 lambda: QWEN.check_video_metadata(object(), meta),
+                 lambda: QWEN.layout_mrope_delta(object()),
+                 lambda: QWEN.expansion_span(layout, -5),
+                 lambda: QWEN.expansion_span(layout, 10**30)):
+        refused(call)
+
+
+def test_limits_are_bounded_above_too():
+    refused(lambda: Limits(max_payload_chars=10**26), field="limits.max_payload_chars")
+    refused(lambda: limits_from_env({_env.LIMITS: "max_payload_chars=99999999999999999999999999"}), field=_env.LIMITS)

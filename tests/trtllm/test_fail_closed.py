@@ -8,6 +8,8 @@ are longer than its prompt (10): a worker with the fix refuses it, a stock worke
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 from trtllm_helpers import PROBE, STAND_IN_DIR, run_python
@@ -121,3 +123,43 @@ def test_import_never_fails_on_a_setting_and_each_use_names_it():
     cli = run_python("import sys; from mm_handoff.cli import main; sys.exit(main(['inspect', '-']))",
                      env=garbage, stand_in=False)
     assert cli.returncode == 2 and cli.stderr.count("\n") == 1 and _env.LIMITS in cli.stderr, cli.stderr
+
+
+@pytest.mark.parametrize("option", ["-E", "-I", "-S", "-IS", "-bE"])
+def test_the_launcher_refuses_an_interpreter_that_would_skip_the_hook(option):
+    """``python -E``/``-I`` ignore PYTHONPATH and ``-S`` skips site: the hook would never run there."""
+    skip = subprocess.run([sys.executable, "-m", "mm_handoff", "run", "--", sys.executable, option, "-c", "print(1)"],
+                          capture_output=True, text=True, timeout=60)
+    assert skip.returncode == 2
+    _stopped(skip, option)
+
+
+def test_an_availability_check_before_the_import_leaves_the_hook_armed(tmp_path):
+    """``importlib.util.find_spec('tensorrt_llm')`` (what libraries do to see what is installed) is a lookup,
+    not an import: the real import later is still hooked and installs."""
+    code = ("import importlib.util as u; u.find_spec('tensorrt_llm'); u.find_spec('tensorrt_llm')\n"
+            "import tensorrt_llm, mm_handoff.trtllm as glue; print(glue.is_installed())")
+    proc = run_python(code, env=_hooked_env(tmp_path))
+    assert proc.returncode == 0 and proc.stdout.split() == ["True"], proc.stderr
+
+
+def test_the_pth_line_also_stops_an_import_of_tensorrt_llm_where_mm_handoff_does_not_import(tmp_path):
+    """The .pth line runs the same guard as the launcher's sitecustomize (run from another directory than the
+    checkout, whose own ``mm_handoff`` would import)."""
+    shadow = tmp_path / "shadow" / "mm_handoff"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('a broken mm_handoff install')\n")
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "mm_handoff_autoinstall.pth").write_text(PTH_LINE + "\n")
+    env = {**os.environ, _env.AUTOINSTALL: "1", "PYTHONPATH": os.pathsep.join([str(shadow.parent), str(STAND_IN_DIR)])}
+    start = f"import site; site.addsitedir({str(tmp_path / 'site')!r}); "
+
+    def run(code):
+        return subprocess.run([sys.executable, "-c", start + code], env=env, cwd=str(tmp_path), capture_output=True,
+                              text=True, timeout=60)
+
+    tool = run("print('a tool ran')")
+    assert tool.returncode == 0 and tool.stdout.strip() == "a tool ran", tool.stderr
+    engine = run("import tensorrt_llm; print('served')")
+    assert engine.returncode == EXIT_CODE
+    _stopped(engine, "mm_handoff does not import")
