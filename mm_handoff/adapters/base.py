@@ -43,7 +43,7 @@ def _typed(cls) -> None:
         method = cls.__dict__.get(name)
         if callable(method) and not getattr(method, "_mm_handoff_typed", False):
             wrapped = typed_failures(f"adapter.{name}", AdapterError)(method)
-            wrapped._mm_handoff_typed = True  # type: ignore[attr-defined]
+            wrapped._mm_handoff_typed = True
             setattr(cls, name, wrapped)
 
 
