@@ -25,7 +25,6 @@ from .limits import Limits
 from .policy import Policy
 from .registry import get_adapter, register_adapter
 from .spec import PAD_ONLY, REPLACE_WRAPPER, TokenSpec
-from .wire import WireLimits
 
 __all__ = [
     "__version__",
@@ -43,7 +42,6 @@ __all__ = [
     "check_skew",
     "Policy",
     "Limits",
-    "WireLimits",
     "HandoffError",
     "LayoutError",
     "MropeLengthError",

@@ -30,9 +30,8 @@ import threading
 
 from . import _env
 
-__all__ = ["process_startup", "setting_problems", "AUTOINSTALL_ENV", "ENGINE_MODULE", "PTH_LINE", "GUARD", "EXIT_CODE"]
+__all__ = ["process_startup", "setting_problems", "ENGINE_MODULE", "PTH_LINE", "GUARD", "EXIT_CODE"]
 
-AUTOINSTALL_ENV = _env.AUTOINSTALL
 #: the exit code of a process stopped because the fix could not be put in place (EX_CONFIG)
 EXIT_CODE = 78
 
@@ -94,7 +93,7 @@ _mm_handoff_startup()
     "__EXIT__", str(EXIT_CODE))
 #: the line of a ``.pth`` file that runs the start-up guard (nothing is imported while the variable is unset
 #: or off: the switch is read inline)
-PTH_LINE = (f"import os; os.environ.get({AUTOINSTALL_ENV!r}, '').strip().lower() not in {_env.FALSY!r} "
+PTH_LINE = (f"import os; os.environ.get({_env.AUTOINSTALL!r}, '').strip().lower() not in {_env.FALSY!r} "
             f"and exec({GUARD!r}, {{}})")
 ENGINE_MODULE = "tensorrt_llm"
 
@@ -221,7 +220,7 @@ def process_startup() -> bool:
     ``MM_HANDOFF_ALLOW_UNPROTECTED=1``.
     """
     try:
-        if not _env.env_flag(AUTOINSTALL_ENV):
+        if not _env.env_flag(_env.AUTOINSTALL):
             return False
     except Exception as exc:
         _refuse("bad setting", exc)

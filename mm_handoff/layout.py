@@ -61,7 +61,7 @@ from .limits import resolve_limits
 from .spec import CONVENTIONS, TokenSpec
 from .tokens import MAX_ID, filled_id_list, frozen, read_only, readonly_ids, run_length_form
 
-__all__ = ["PlaceholderRun", "MultimodalItem", "HandoffLayout", "IMAGE", "VIDEO", "readonly_ids"]
+__all__ = ["PlaceholderRun", "MultimodalItem", "HandoffLayout", "IMAGE", "VIDEO"]
 
 _ITEM_TYPE = {IMAGE: 0, VIDEO: 1}  # TensorRT-LLM's item_types vocabulary
 

@@ -23,9 +23,7 @@ import os
 from . import _env
 from .errors import HandoffError
 
-__all__ = ["Policy", "Decision", "decide", "resolve_policy", "POLICY_ENV"]
-
-POLICY_ENV = _env.POLICY
+__all__ = ["Policy", "Decision", "decide", "resolve_policy"]
 
 
 class Policy(str, enum.Enum):
@@ -39,7 +37,7 @@ def resolve_policy(value: str | Policy | None = None, *, environ=None) -> Policy
     ``raise``; anything else is a typed error naming the argument or the variable."""
     field = "policy"
     if value is None:
-        field, value = POLICY_ENV, (os.environ if environ is None else environ).get(POLICY_ENV) or Policy.RAISE
+        field, value = _env.POLICY, (os.environ if environ is None else environ).get(_env.POLICY) or Policy.RAISE
     try:
         return Policy(value.value if isinstance(value, Policy) else str(value).strip().lower())
     except ValueError:

@@ -31,7 +31,6 @@ __all__ = ["AdapterRegistry", "REGISTRY", "register_adapter", "get_adapter", "bu
 
 log = logging.getLogger("mm_handoff")
 ENTRY_POINT_GROUP = "mm_handoff.adapters"
-BLOCK_ENV = _env.BLOCK_ADAPTERS
 
 Factory = Callable[..., Any]
 
@@ -170,7 +169,7 @@ class AdapterRegistry:
         """Load the ``mm_handoff.adapters`` group; returns the names loaded."""
         from importlib.metadata import entry_points
 
-        blocked = {n.strip() for n in os.environ.get(BLOCK_ENV, "").split(",") if n.strip()}
+        blocked = {n.strip() for n in os.environ.get(_env.BLOCK_ADAPTERS, "").split(",") if n.strip()}
         loaded = []
         eps: list[Any] = list(entry_points(group=ENTRY_POINT_GROUP))
         if not any(_is_builtin(ep) for ep in eps):  # running from a source tree without installed metadata
@@ -180,7 +179,7 @@ class AdapterRegistry:
         eps.sort(key=lambda ep: not _is_builtin(ep))
         for ep in eps:
             if ep.name in blocked:
-                log.info("mm-handoff: adapter entry point %r blocked by %s", ep.name, BLOCK_ENV)
+                log.info("mm-handoff: adapter entry point %r blocked by %s", ep.name, _env.BLOCK_ADAPTERS)
                 continue
             with self._lock:
                 before = dict(self._by_name), dict(self._by_class)

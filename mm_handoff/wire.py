@@ -38,9 +38,9 @@ from .errors import HandoffError, WireChecksumError, WireFormatError, WireLimitE
 from .limits import Limits, resolve_limits
 from .spec import TokenSpec, plain_ints
 from .tokens import read_only
-from .wire_content import WireContent, WireItem, checksum, columns_of
+from .wire_content import WireContent, checksum
 
-__all__ = ["WireLimits", "WireContent", "WireItem", "columns_of", "encode", "decode", "checksum", "FORMAT", "VERSION"]
+__all__ = ["WireContent", "encode", "decode", "checksum", "FORMAT", "VERSION"]
 
 FORMAT = "mm-handoff.layout"
 VERSION = 3  # 2: the checksum is the layout's fingerprint (sha256, what travels); 3: hashed column by column
@@ -51,10 +51,6 @@ _SIZE_KEYS = {"rle", "runs", "timestamps"}
 _SPEC_KEYS = {"image_pad", "video_pad", "vision_start", "vision_end", "merge_size", "temporal_patch_size",
               "timestamps"}
 _TS_KEYS = {"open", "close", "dot", "seconds", "digits"}
-
-
-#: the bounds a payload is decoded under (the same :class:`~mm_handoff.limits.Limits` every entry point uses)
-WireLimits = Limits
 
 
 def encode(content: WireContent, *, checksum: str | None = None) -> dict:

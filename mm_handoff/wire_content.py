@@ -16,20 +16,7 @@ import numpy as np
 
 from .spec import TokenSpec
 
-__all__ = ["WireItem", "WireContent", "columns_of", "checksum"]
-
-
-@attrs.frozen
-class WireItem:
-    """One item as the wire carries it: modality, grid, its runs, and per-group timestamps + spans
-    (a view of :class:`WireContent`'s columns; :func:`columns_of` joins items back into columns)."""
-
-    modality: str
-    grid_thw: tuple
-    offsets: Any
-    lengths: Any
-    timestamps: Any = None
-    spans: Any = None
+__all__ = ["WireContent", "checksum"]
 
 
 @attrs.frozen
@@ -55,37 +42,6 @@ class WireContent:
     spans: Any
     mrope_position_delta: int | None
     checksum: str
-
-    @property
-    def items(self) -> tuple:
-        """The items as :class:`WireItem` views of the columns."""
-        out, r, t = [], 0, 0
-        for modality, grid, k, stamped in self.heads:
-            ts = sp = None
-            if stamped:
-                ts, sp = self.seconds[t:t + k], self.spans[t:t + k]
-                t += k
-            out.append(WireItem(modality, grid, self.offsets[r:r + k], self.lengths[r:r + k], ts, sp))
-            r += k
-        return tuple(out)
-
-
-def columns_of(items) -> dict:
-    """``heads``, ``offsets``, ``lengths``, ``seconds`` and ``spans`` of :class:`WireItem` values (the
-    fields :class:`WireContent` holds them in)."""
-    items = tuple(items)
-    stamped = [w for w in items if w.timestamps is not None]
-    return {"heads": tuple((w.modality, tuple(w.grid_thw), len(w.offsets), w.timestamps is not None) for w in items),
-            "offsets": _joined([w.offsets for w in items], (-1,)),
-            "lengths": _joined([w.lengths for w in items], (-1,)),
-            "seconds": np.concatenate([np.asarray(w.timestamps, dtype=np.float64) for w in stamped]) if stamped
-            else np.zeros(0), "spans": _joined([w.spans for w in stamped], (-1, 2))}
-
-
-def _joined(parts: list, shape: tuple) -> np.ndarray:
-    """Sequences (tuples or arrays) joined into one int64 array of ``shape``."""
-    return np.concatenate([np.asarray(p, dtype=np.int64).reshape(shape) for p in parts]) if parts \
-        else np.zeros((0,) + shape[1:], dtype=np.int64)
 
 
 def _bytes(column, dtype: str) -> bytes:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 import tracemalloc
+from typing import Any
 
 import attrs
 import numpy as np
@@ -18,23 +19,67 @@ MAX_BYTES = 100 << 20
 MAX_MESSAGE = 1000
 
 
+@attrs.frozen
+class WireItem:
+    """One item as the wire carries it: modality, grid, its runs, and per-group timestamps + spans (a view
+    of :class:`~mm_handoff.wire_content.WireContent`'s columns; :func:`columns_of` joins them back)."""
+
+    modality: str
+    grid_thw: tuple
+    offsets: Any
+    lengths: Any
+    timestamps: Any = None
+    spans: Any = None
+
+
+def items_of(content: wire.WireContent) -> tuple:
+    """The items of ``content`` as :class:`WireItem` views of its columns."""
+    out, r, t = [], 0, 0
+    for modality, grid, k, stamped in content.heads:
+        ts = sp = None
+        if stamped:
+            ts, sp = content.seconds[t:t + k], content.spans[t:t + k]
+            t += k
+        out.append(WireItem(modality, grid, content.offsets[r:r + k], content.lengths[r:r + k], ts, sp))
+        r += k
+    return tuple(out)
+
+
+def columns_of(items) -> dict:
+    """``heads``, ``offsets``, ``lengths``, ``seconds`` and ``spans`` of :class:`WireItem` values (the
+    fields :class:`~mm_handoff.wire_content.WireContent` holds them in)."""
+    items = tuple(items)
+    stamped = [w for w in items if w.timestamps is not None]
+    return {"heads": tuple((w.modality, tuple(w.grid_thw), len(w.offsets), w.timestamps is not None) for w in items),
+            "offsets": _joined([w.offsets for w in items], (-1,)),
+            "lengths": _joined([w.lengths for w in items], (-1,)),
+            "seconds": np.concatenate([np.asarray(w.timestamps, dtype=np.float64) for w in stamped]) if stamped
+            else np.zeros(0), "spans": _joined([w.spans for w in stamped], (-1, 2))}
+
+
+def _joined(parts: list, shape: tuple) -> np.ndarray:
+    """Sequences (tuples or arrays) joined into one int64 array of ``shape``."""
+    return np.concatenate([np.asarray(p, dtype=np.int64).reshape(shape) for p in parts]) if parts \
+        else np.zeros((0,) + shape[1:], dtype=np.int64)
+
+
 def content_of(layout: HandoffLayout) -> wire.WireContent:
     """The plain values a layout travels as (decoded from its own wire form)."""
     return wire.decode(layout.to_wire())
 
 
 def resealed(content: wire.WireContent, **changes) -> dict:
-    """``content`` with ``changes`` (``items``: :class:`~mm_handoff.wire.WireItem` values, joined into the
+    """``content`` with ``changes`` (``items``: :class:`WireItem` values, joined into the
     content's columns), encoded with its checksum recomputed: the lie verifies."""
     if "items" in changes:
-        changes.update(wire.columns_of(changes.pop("items")))
+        changes.update(columns_of(changes.pop("items")))
     content = attrs.evolve(content, **changes)
     return wire.encode(attrs.evolve(content, checksum=wire.checksum(content)))
 
 
 def with_item(content: wire.WireContent, k: int, **changes) -> tuple:
     """The items with item ``k`` changed."""
-    items = list(content.items)
+    items = list(items_of(content))
     items[k] = attrs.evolve(items[k], **changes)
     return tuple(items)
 

@@ -12,7 +12,7 @@ from functools import partial
 import attrs
 import numpy as np
 import pytest
-from adversary import answer, content_of, forged, refused, resealed, with_item
+from adversary import answer, content_of, forged, items_of, refused, resealed, with_item
 from handoff_strategies import prompts
 from hypothesis import given
 from hypothesis import strategies as st
@@ -66,13 +66,13 @@ def _shifted(item, at: int, by: int):
 
 def _inserted(content, at: int, token: int):
     ids = np.insert(LAYOUT.token_ids, at, token)
-    return forged(content, ids, [_shifted(w, at, 1) for w in content.items])
+    return forged(content, ids, [_shifted(w, at, 1) for w in items_of(content)])
 
 
 # ---------------------------------------------------------------- 1. claims checked against the ids
 def test_claims_are_checked_against_the_ids():
     c = content_of(LAYOUT)
-    video = c.items[0]
+    video = items_of(c)[0]
     end0 = int(video.offsets[0] + video.lengths[0])  # group 0's <|vision_end|>
     digit = int(video.spans[1][0]) + 1  # group 1's first digit ('1' of "<1.2 seconds>")
     relabelled = LAYOUT.token_ids.copy()
@@ -80,7 +80,7 @@ def test_claims_are_checked_against_the_ids():
     lies = [
         (resealed(c, items=with_item(c, 0, timestamps=np.array([9.0, 3.0]))), "items[0].timestamps[0]"),
         (resealed(c, items=with_item(c, 0, spans=np.array([[0, 1], [0, 1]]))), "items[0].timestamp_spans[0]"),
-        (forged(c, relabelled, c.items), "items[0].timestamps[1]"),
+        (forged(c, relabelled, items_of(c)), "items[0].timestamps[1]"),
         (_inserted(c, end0 + 1, 777), "items[0].token_ids between groups 0 and 1"),  # a foreign token
         (_inserted(c, digit, S.timestamps.digits[0]), "items[0].timestamps"),  # "<01.2 seconds>": not :.1f
         (resealed(c, mrope_position_delta=10**9), "mrope_position_delta"),
@@ -111,7 +111,7 @@ def test_the_carried_spec_must_equal_this_sides():
         (resealed(c, spec=merge1,
                   items=(with_item(c, 0, grid_thw=(2, 2, 2))[0], with_item(c, 1, grid_thw=(1, 2, 2))[1]),
                   mrope_position_delta=None), SkewError, "spec.merge_size"),
-        (resealed(c, spec=no_vocab, items=tuple(attrs.evolve(w, timestamps=None, spans=None) for w in c.items)),
+        (resealed(c, spec=no_vocab, items=tuple(attrs.evolve(w, timestamps=None, spans=None) for w in items_of(c))),
          SkewError, "spec.timestamps"),
         (resealed(c, tokenizer_digest=None), SkewError, "tokenizer_digest"),
         (resealed(c, spec=TokenSpec(**{**S.as_dict(), "timestamps": S.timestamps, "image_pad": S.video_pad,
@@ -165,7 +165,7 @@ def test_small_inputs_that_describe_huge_work_are_refused_cheaply(monkeypatch):
         unit = [S.vision_start, S.video_pad, S.vision_end]  # one video of one-pad groups: ~220 / 55 KB of payload
         ids = np.concatenate([[100], np.tile(np.asarray(unit, dtype=np.int32), groups)])
         offs = np.arange(groups, dtype=np.int64) * 3 + 2
-        video = attrs.evolve(c.items[0], grid_thw=(groups, 2, 2), offsets=offs, lengths=np.ones(groups, np.int64),
+        video = attrs.evolve(items_of(c)[0], grid_thw=(groups, 2, 2), offsets=offs, lengths=np.ones(groups, np.int64),
                              timestamps=None, spans=None)
         bomb = forged(c, ids, [video])
         assert len(json.dumps(bomb)) < 300_000

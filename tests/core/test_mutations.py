@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import attrs
 import numpy as np
-from adversary import answer, content_of, resealed, with_item
+from adversary import answer, content_of, items_of, resealed, with_item
 from handoff_strategies import prompts
 from hypothesis import given
 from hypothesis import strategies as st
@@ -39,7 +39,7 @@ def _mutated_spec(draw, content) -> dict:
 
 
 def _mutated(draw, content, claim: str) -> dict:
-    items = content.items
+    items = items_of(content)
     if claim == "ids":
         values = np.array(content.values)
         k = draw(st.integers(0, len(values) - 1))

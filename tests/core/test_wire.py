@@ -12,7 +12,7 @@ from handoff_strategies import layouts
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mm_handoff import HandoffError, HandoffLayout, WireFormatError, WireLimits, get_adapter
+from mm_handoff import HandoffError, HandoffLayout, Limits, WireFormatError, get_adapter
 from mm_handoff.errors import WireChecksumError, WireLimitError, WireVersionError, _fmt
 from mm_handoff.wire import VERSION
 
@@ -176,8 +176,8 @@ def test_huge_declared_sizes_rejected_before_allocation():
             from_wire(attack)
         assert time.perf_counter() - start < 5  # generous: the point is no 10**12-element allocation
     with pytest.raises(WireLimitError):
-        from_wire(dict(tiny, items=[{}] * 5), limits=WireLimits(max_items=4))
+        from_wire(dict(tiny, items=[{}] * 5), limits=Limits(max_items=4))
     with pytest.raises(WireLimitError):
-        from_wire(dict(tiny, length=100), limits=WireLimits(max_prompt_len=99))
+        from_wire(dict(tiny, length=100), limits=Limits(max_prompt_len=99))
     with pytest.raises(WireLimitError):
-        from_wire("x" * 100, limits=WireLimits(max_payload_chars=10))
+        from_wire("x" * 100, limits=Limits(max_payload_chars=10))
