@@ -33,10 +33,11 @@ import attrs
 import numpy as np
 
 from ..errors import AdapterNotFoundError, EngineNotSupportedError, HandoffError
-from ..instrumentor import Instrumentor, engine_version
+from ..instrumentor import Instrumentor
 from ..layout import HandoffLayout
 from ..policy import Decision, Policy, decide
 from ..registry import cached_adapter, get_adapter
+from ..vllm._install import probe_engine_version
 from ._check import (
     _check_embedding_rows,
     _modality,
@@ -222,12 +223,7 @@ class SGLangInstrumentor(Instrumentor):
         return True
 
     def _status(self, report: dict, probe_engine: bool) -> None:
-        if not probe_engine or report["sglang"] is not None:
-            return
-        try:
-            report["sglang"] = engine_version(importlib.import_module("sglang"), self.distributions)
-        except Exception as exc:  # not installed: status still answers
-            report["sglang"] = f"unavailable ({type(exc).__name__})"
+        probe_engine_version(self, report, probe_engine)
 
 
 _SGLANG = SGLangInstrumentor(log)

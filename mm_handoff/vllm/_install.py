@@ -121,12 +121,19 @@ class VLLMInstrumentor(Instrumentor):
         return True
 
     def _status(self, report: dict, probe_engine: bool) -> None:
-        if not probe_engine or report["vllm"] is not None:
-            return
-        try:
-            report["vllm"] = engine_version(importlib.import_module("vllm"), self.distributions)
-        except Exception as exc:  # not installed: status still answers
-            report["vllm"] = f"unavailable ({type(exc).__name__})"
+        probe_engine_version(self, report, probe_engine)
+
+
+def probe_engine_version(instrumentor: Instrumentor, report: dict, probe_engine: bool) -> None:
+    """``status()``'s engine version before ``install()`` read it: asked of the engine module when importable
+    (shared with the SGLang glue)."""
+    name = instrumentor.engine
+    if not probe_engine or report[name] is not None:
+        return
+    try:
+        report[name] = engine_version(importlib.import_module(name), instrumentor.distributions)
+    except Exception as exc:  # not installed: status still answers
+        report[name] = f"unavailable ({type(exc).__name__})"
 
 
 _VLLM = VLLMInstrumentor(log)

@@ -14,70 +14,31 @@ import logging
 
 import numpy as np
 import pytest
+from sglang_engine.helpers import epd_request, layout_runs, no_timestamps, sglang_encoder_timestamps
 
 import mm_handoff
 import mm_handoff.sglang as glue
 from mm_handoff.adapters.timestamps import format_timestamp
 from mm_handoff.errors import EngineNotSupportedError, GridMismatchError, SkewError, TokenMismatchError
-from mm_handoff.hf.encode import grid_list, ids_array, process_request
-from mm_handoff.hf.processors import synthetic_clip, synthetic_image, video_messages
 from mm_handoff.spec import REPLACE_WRAPPER
 
 
-def _request(sglang_processor, *, fps=24.0, seed=0):
-    """``(EPDInputs, adapter, video metadata)`` for one image + one sampled video."""
-    import torch
-
-    _, hf, config, _ = sglang_processor
-    indices = list(range(0, 12 * 8, 12))
-    clip = synthetic_clip(8, 64, 96, fps=fps, seed=seed, frames_indices=indices, total_num_frames=indices[-1] + 1)
-    _, inputs = process_request(hf, messages=video_messages(n_videos=1, n_images=1),
-                                images=[synthetic_image(64, 64, seed=3)], videos=[clip[0]], video_metadata=[clip[1]])
-    adapter = mm_handoff.get_adapter(config, tokenizer=hf.tokenizer)
-    images, videos = grid_list(inputs.get("image_grid_thw")), grid_list(inputs.get("video_grid_thw"))
-    layout = adapter.derive_layout(ids_array(inputs["input_ids"]), image_grid_thw=images, video_grid_thw=videos)
-    gen = torch.Generator().manual_seed(seed)
-    embeddings = [torch.randn(item.embedding_length, adapter.handle_row_width, generator=gen) for item in layout.items]
-    metadata = list(inputs["video_metadata"])
-    return glue.epd_inputs(layout, embeddings, adapter, video_metadata=metadata), adapter, metadata
-
-
-def _sglang_encoder_timestamps(proc, metadata) -> list:
-    """What SGLang's encoder ships (``EncoderPreprocessor._calculate_timestamps``, fps defaulting to 24)."""
-    from sglang.srt.disaggregation.encoder.preprocessor import EncoderPreprocessor
-
-    merge = proc.spatial_merge_size
-    return [EncoderPreprocessor._calculate_timestamps(None, list(m.frames_indices), m.fps or 24, merge)
-            for m in metadata]
-
-
-def _layout_runs(layout):
-    return [(i.modality, int(s), int(s + n)) for i in layout.items for s, n in zip(i.run_offsets, i.run_lengths,
-                                                                                     strict=True)]
-
-
-def _no_timestamps(epd, **extra):
-    kwargs = {**epd.kwargs(), **extra}
-    del kwargs["video_timestamps"]
-    return kwargs
-
-
 def test_sglang_encoder_timestamps_print_as_hfs(sglang_processor):
-    epd, _, metadata = _request(sglang_processor)
+    epd, _, metadata = epd_request(sglang_processor)
     ours = [[format_timestamp(t) for t in v] for v in epd.meta["video_timestamps"]]
-    assert [[format_timestamp(t) for t in v] for v in _sglang_encoder_timestamps(sglang_processor[0], metadata)] == ours
+    assert [[format_timestamp(t) for t in v] for v in sglang_encoder_timestamps(sglang_processor[0], metadata)] == ours
 
 
 def test_carried_layout_checked_end_to_end(sglang_processor):
     """SGLang's own rebuild (its encoder's timestamps) under the installed check, with the layout carried."""
     proc = sglang_processor[0]
-    epd, adapter, metadata = _request(sglang_processor)
-    kwargs = {**epd.kwargs(carry_layout=True), "video_timestamps": _sglang_encoder_timestamps(proc, metadata)}
+    epd, adapter, metadata = epd_request(sglang_processor)
+    kwargs = {**epd.kwargs(carry_layout=True), "video_timestamps": sglang_encoder_timestamps(proc, metadata)}
     report = glue.install()
     assert report["installed"] and {h["state"] for h in report["hooks"]} == {"patched"}
     out = proc.get_validated_mm_data(epd.prompt, epd.sglang_embeddings(), **kwargs)
     np.testing.assert_array_equal(out.input_ids, epd.layout.token_ids)
-    assert glue.output_runs(out) == _layout_runs(epd.layout)
+    assert glue.output_runs(out) == layout_runs(epd.layout)
     positions, delta = adapter.mrope_positions(epd.layout.token_ids, image_grid_thw=epd.meta["img_grid_thw"].tolist(),
                                                video_grid_thw=epd.meta["video_grid_thw"].tolist())
     np.testing.assert_array_equal(out.mrope_positions.numpy(), positions)
@@ -90,30 +51,30 @@ def test_carried_layout_checked_end_to_end(sglang_processor):
 def test_silent_fallback_is_refused(sglang_processor):
     """A video without timestamps: SGLang builds one pad run (#20138's layout) and its own check passes."""
     proc = sglang_processor[0]
-    epd, adapter, _ = _request(sglang_processor)
-    silent = proc.get_validated_mm_data(epd.prompt, epd.sglang_embeddings(), **_no_timestamps(epd))
+    epd, adapter, _ = epd_request(sglang_processor)
+    silent = proc.get_validated_mm_data(epd.prompt, epd.sglang_embeddings(), **no_timestamps(epd))
     stock = adapter.stock_token_ids(epd.prompt, image_grid_thw=epd.meta["img_grid_thw"].tolist(),
                                     video_grid_thw=epd.meta["video_grid_thw"].tolist())
     np.testing.assert_array_equal(silent.input_ids, stock)
     assert len(silent.input_ids) < epd.layout.prompt_len
     glue.install()
     with pytest.raises(GridMismatchError) as err:
-        proc.get_validated_mm_data(epd.prompt, epd.sglang_embeddings(), **_no_timestamps(epd))
+        proc.get_validated_mm_data(epd.prompt, epd.sglang_embeddings(), **no_timestamps(epd))
     assert err.value.field == "video_timestamps" and err.value.actual is None
     assert "one pad run" in str(err.value)
     with pytest.raises(TokenMismatchError) as err:  # with a carried layout: the ids differ at the first stamp
         proc.get_validated_mm_data(epd.prompt, epd.sglang_embeddings(),
-                                   **_no_timestamps(epd, **{glue.LAYOUT_KWARG: epd.layout.to_wire()}))
+                                   **no_timestamps(epd, **{glue.LAYOUT_KWARG: epd.layout.to_wire()}))
     assert err.value.index == epd.layout.items[1].timestamp_spans[0][0]
 
 
 def test_policy_rebuild_answers_with_the_layout_and_fallback_warns(sglang_processor, caplog):
     proc = sglang_processor[0]
-    epd, adapter, _ = _request(sglang_processor)
+    epd, adapter, _ = epd_request(sglang_processor)
     exact = proc.get_validated_mm_data(epd.prompt, epd.sglang_embeddings(), **epd.kwargs())
     glue.install(policy="rebuild")
     rebuilt = proc.get_validated_mm_data(epd.prompt, epd.sglang_embeddings(),
-                                         **_no_timestamps(epd, **{glue.LAYOUT_KWARG: epd.layout.to_wire()}))
+                                         **no_timestamps(epd, **{glue.LAYOUT_KWARG: epd.layout.to_wire()}))
     assert type(rebuilt) is type(exact) and rebuilt.input_ids == exact.input_ids
     assert glue.output_runs(rebuilt) == glue.output_runs(exact)
     np.testing.assert_array_equal(rebuilt.mrope_positions.numpy(), exact.mrope_positions.numpy())
@@ -125,11 +86,11 @@ def test_policy_rebuild_answers_with_the_layout_and_fallback_warns(sglang_proces
         assert ours.modality == theirs.modality and ours.offsets == theirs.offsets
         assert ours.precomputed_embeddings.equal(theirs.precomputed_embeddings)
     with pytest.raises(GridMismatchError):  # nothing carried: nothing to rebuild from
-        proc.get_validated_mm_data(epd.prompt, epd.sglang_embeddings(), **_no_timestamps(epd))
+        proc.get_validated_mm_data(epd.prompt, epd.sglang_embeddings(), **no_timestamps(epd))
     glue.uninstall()
     glue.install(policy="fallback")
     with caplog.at_level(logging.WARNING, logger="mm_handoff.sglang"):
-        kept = proc.get_validated_mm_data(epd.prompt, epd.sglang_embeddings(), **_no_timestamps(epd))
+        kept = proc.get_validated_mm_data(epd.prompt, epd.sglang_embeddings(), **no_timestamps(epd))
     assert len(kept.input_ids) < epd.layout.prompt_len
     assert any("video_timestamps" in r.getMessage() and "policy=fallback" in r.getMessage() for r in caplog.records)
 
@@ -137,8 +98,8 @@ def test_policy_rebuild_answers_with_the_layout_and_fallback_warns(sglang_proces
 def test_another_requests_layout_is_caught(sglang_processor):
     """The layout of the same clip at 30 fps carried with this request: its timestamps differ."""
     proc = sglang_processor[0]
-    epd, _, _ = _request(sglang_processor)
-    other, _, _ = _request(sglang_processor, fps=30.0)
+    epd, _, _ = epd_request(sglang_processor)
+    other, _, _ = epd_request(sglang_processor, fps=30.0)
     glue.install()
     with pytest.raises(TokenMismatchError) as err:
         proc.get_validated_mm_data(epd.prompt, epd.sglang_embeddings(),
@@ -150,7 +111,7 @@ def test_another_requests_layout_is_caught(sglang_processor):
 def test_convention_skew_is_named(sglang_processor):
     """An encoder on transformers <= 5.9 (``replace_wrapper``): SGLang rebuilds ``pad_only`` whatever it runs."""
     proc, hf, config, _ = sglang_processor
-    epd, _, metadata = _request(sglang_processor)
+    epd, _, metadata = epd_request(sglang_processor)
     old = mm_handoff.get_adapter(config, tokenizer=hf.tokenizer, convention=REPLACE_WRAPPER)
     grids = {"image_grid_thw": epd.meta["img_grid_thw"].tolist(), "video_grid_thw": epd.meta["video_grid_thw"].tolist()}
     old_layout = old.derive_layout(old.rebuild_token_ids(epd.prompt, video_metadata=metadata, **grids), **grids)
@@ -166,7 +127,7 @@ def test_convention_skew_is_named(sglang_processor):
 
 def test_without_a_layout_timestamps_must_match_the_groups(sglang_processor):
     proc = sglang_processor[0]
-    epd, _, _ = _request(sglang_processor)
+    epd, _, _ = epd_request(sglang_processor)
     glue.install()
     ok = proc.get_validated_mm_data(epd.prompt, epd.sglang_embeddings(), **epd.kwargs())  # checked by derivation
     np.testing.assert_array_equal(ok.input_ids, epd.layout.token_ids)
@@ -223,7 +184,7 @@ def test_items_and_mrope_are_checked_not_only_the_ids(sglang_processor):
     import copy
 
     proc = sglang_processor[0]
-    epd, adapter, _ = _request(sglang_processor)
+    epd, adapter, _ = epd_request(sglang_processor)
     out = proc.get_validated_mm_data(epd.prompt, epd.sglang_embeddings(), **epd.kwargs())
     args = {"img_grid_thw": epd.meta["img_grid_thw"], "video_grid_thw": epd.meta["video_grid_thw"]}
     assert glue.check_mm_output(out, epd.layout, adapter, **args) == epd.layout
