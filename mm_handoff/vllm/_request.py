@@ -26,7 +26,7 @@ from ..items import IMAGE
 from ..layout import HandoffLayout
 from ..spec import PAD_ONLY
 
-__all__ = ["EmbedsRequest", "embeds_request", "raw_prompt_ids", "item_embeddings", "LAYOUT_KWARG"]
+__all__ = ["EmbedsRequest", "embeds_request", "raw_prompt_ids", "item_embeddings", "video_timestamps", "LAYOUT_KWARG"]
 
 #: the ``mm_processor_kwargs`` key that carries the encoder's layout (wire form) to the in-engine check
 LAYOUT_KWARG = "mm_handoff_layout"
@@ -87,8 +87,9 @@ def item_embeddings(rows, deepstack: Sequence = (), item_rows: Sequence[int] | N
     return list(torch.split(full, sizes, dim=0))
 
 
-def _video_timestamps(layout: HandoffLayout, adapter, video_metadata, request_id) -> list:
-    """Per video, HF's per-group seconds (from the metadata when given), checked against the layout."""
+def video_timestamps(layout: HandoffLayout, adapter, video_metadata, request_id, *, engine: str = "vLLM") -> list:
+    """Per video, HF's per-group seconds (from the metadata when given), checked against the layout (what
+    vLLM's embeds path and SGLang's EPD rebuild print, ``f"<{t:.1f} seconds>"``, one per temporal group)."""
     videos = [item for item in layout.items if item.modality != IMAGE]
     metas = list(video_metadata) if video_metadata is not None else [None] * len(videos)
     if len(metas) != len(videos):
@@ -101,7 +102,7 @@ def _video_timestamps(layout: HandoffLayout, adapter, video_metadata, request_id
                                                             request_id=request_id)
         if seconds is None:
             raise HandoffError(f"video {j} timestamps", "video_metadata or a layout with timestamps", None,
-                               request_id=request_id, hint="vLLM refuses a Qwen3-VL video without them")
+                               request_id=request_id, hint=f"{engine} needs them for a Qwen3-VL video")
         if len(seconds) != item.grid_thw[0]:
             raise GridMismatchError(f"video {j} timestamps", f"{item.grid_thw[0]} (one per temporal group)",
                                     len(seconds), request_id=request_id)
@@ -133,5 +134,5 @@ def embeds_request(layout: HandoffLayout, embeddings: Sequence, adapter, *, vide
             data[modality] = {f"{modality}_embeds": torch.cat([torch.as_tensor(e) for _, e in picked], dim=0),
                               f"{modality}_grid_thw": torch.tensor([list(i.grid_thw) for i, _ in picked])}
     if "video" in data:
-        data["video"]["timestamps"] = _video_timestamps(layout, adapter, video_metadata, request_id)
+        data["video"]["timestamps"] = video_timestamps(layout, adapter, video_metadata, request_id)
     return EmbedsRequest(raw, data, layout)

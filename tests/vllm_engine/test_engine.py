@@ -56,6 +56,17 @@ def _run(llm, prompt):
     return out
 
 
+def _raised_in_engine(llm, prompt, error_type):
+    """The typed error the installed check raises for ``prompt`` (installed for this request only)."""
+    glue.install()
+    try:
+        with pytest.raises(error_type) as err:
+            _run(llm, prompt)
+    finally:
+        glue.uninstall()
+    return err.value
+
+
 def _encode(engine, name):
     llm, model, processor, adapter, family = engine
     images, clips = _case(name)
@@ -115,13 +126,8 @@ def test_wrong_timestamps_caught_in_engine(engine):
     shifted = {**request.multi_modal_data["video"], "timestamps": [[t + 1.0 for t in request.multi_modal_data[
         "video"]["timestamps"][0]]]}
     prompt = {**request.prompt(carry_layout=True), "multi_modal_data": {"video": shifted}}
-    glue.install()
-    try:
-        with pytest.raises(TokenMismatchError) as err:
-            _run(llm, prompt)
-    finally:
-        glue.uninstall()
-    assert err.value.index == enc.layout.items[0].timestamp_spans[0][0] + 1  # "<0.x" -> "<1.x"
+    error = _raised_in_engine(llm, prompt, TokenMismatchError)
+    assert error.index == enc.layout.items[0].timestamp_spans[0][0] + 1  # "<0.x" -> "<1.x"
 
 
 def test_convention_drift_caught(engine, monkeypatch):
@@ -143,3 +149,24 @@ def test_refuses_wrong_embedding_width(engine):
     narrow = [enc.embeddings[:, :8]]
     with pytest.raises(HandoffError):
         glue.embeds_request(enc.layout, narrow, engine[3])
+
+
+def test_convention_skew_between_encoder_and_pd_is_named(engine):
+    """An encoder on transformers <= 5.9 (``replace_wrapper``) and this PD (>= 5.10: ``pad_only``): the carried
+    layout is refused in the engine with a typed error naming the convention, before any token is compared."""
+    import mm_handoff
+    from mm_handoff.errors import SkewError
+    from mm_handoff.spec import REPLACE_WRAPPER
+
+    llm, processor, adapter, family = engine[0], engine[2], engine[3], engine[4]
+    enc, request, _, clips = _encode(engine, "sampled frames")
+    old = mm_handoff.get_adapter(family, tokenizer=processor.tokenizer, convention=REPLACE_WRAPPER)
+    grids = [list(i.grid_thw) for i in enc.layout.items]
+    meta = [{"fps": m.fps, "frames_indices": list(m.frames_indices)} for _, m in clips]
+    old_layout = old.derive_layout(old.rebuild_token_ids(request.prompt_token_ids, video_grid_thw=grids,
+                                                         video_metadata=meta), video_grid_thw=grids)
+    prompt = {**request.prompt(), "mm_processor_kwargs": {glue.LAYOUT_KWARG: old_layout.to_wire()}}
+    error = _raised_in_engine(llm, prompt, SkewError)
+    assert error.field == "convention" and error.actual == "replace_wrapper (encoder)"
+    with pytest.raises(SkewError):  # after the fact too
+        glue.check_output(_run(llm, request.prompt()), old_layout, adapter)

@@ -1,0 +1,44 @@
+"""SGLang glue: the exact E -> PD handoff through SGLang's EPD (``--encoder-only`` / ``--language-only``).
+
+Importing this package imports nothing from ``sglang`` (nor torch); the functions that need them
+import them when called. Request side: :func:`epd_inputs` builds, from a layout, what SGLang's PD
+receiver hands its processor (raw prompt, embeddings per modality, grids, HF's timestamps);
+:func:`attach_layout` carries the layout in a request's ``mm_processor_kwargs``. PD side:
+:func:`check_mm_output` compares what ``get_validated_mm_data`` produced (ids, item offsets, mRoPE
+ids and delta) with the carried layout; :func:`check_stamped` refuses the silent one-run fallback of
+a video without timestamps; :func:`install` runs them inside SGLang. See ``docs/sglang.md``.
+"""
+
+from ._check import (
+    STAMPING_MODEL_TYPES,
+    EngineInputs,
+    check_derived,
+    check_mm_output,
+    check_stamped,
+    engine_inputs,
+    output_runs,
+)
+from ._install import engine_adapter, install, is_installed, output_from_layout, status, uninstall
+from ._request import LAYOUT_KWARG, SGLANG_CONVENTION, EPDInputs, attach_layout, carried_layout, epd_inputs
+
+__all__ = [
+    "epd_inputs",
+    "EPDInputs",
+    "attach_layout",
+    "carried_layout",
+    "check_mm_output",
+    "check_stamped",
+    "check_derived",
+    "engine_inputs",
+    "EngineInputs",
+    "output_runs",
+    "output_from_layout",
+    "install",
+    "uninstall",
+    "is_installed",
+    "status",
+    "engine_adapter",
+    "STAMPING_MODEL_TYPES",
+    "SGLANG_CONVENTION",
+    "LAYOUT_KWARG",
+]
