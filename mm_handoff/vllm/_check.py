@@ -15,6 +15,7 @@ item, or vLLM expands a pad that was already expanded (the core's
 from __future__ import annotations
 
 from ..checks import accept_layout, adapter_value, check_placeholders, check_token_ids
+from ..errors import HandoffError
 from ..layout import HandoffLayout
 
 __all__ = ["check_expansion", "check_output", "check_raw_prompt"]
@@ -30,9 +31,17 @@ def check_expansion(prompt_token_ids, carried, adapter, *, embeddings=None, requ
 
 def check_output(output, carried, adapter, *, embeddings=None) -> HandoffLayout:
     """:func:`check_expansion` on a vLLM ``RequestOutput`` (its ``prompt_token_ids`` and ``request_id``);
-    ``embeddings``: the tensors (or shapes) sent per item, to check their rows and width too."""
-    return check_expansion(output.prompt_token_ids, carried, adapter, embeddings=embeddings,
-                           request_id=output.request_id)
+    ``embeddings``: the tensors (or shapes) sent per item, to check their rows and width too. An output
+    without either is a typed error naming the field."""
+    fields = {}
+    for name in ("request_id", "prompt_token_ids"):
+        try:
+            fields[name] = getattr(output, name)
+        except Exception as exc:  # not a RequestOutput, or one whose attribute fails when read
+            raise HandoffError(f"output.{name}", "a vLLM RequestOutput", type(output).__name__,
+                               request_id=fields.get("request_id")) from exc
+    return check_expansion(fields["prompt_token_ids"], carried, adapter, embeddings=embeddings,
+                           request_id=fields["request_id"])
 
 
 def check_raw_prompt(prompt_token_ids, adapter, *, images: int, videos: int,

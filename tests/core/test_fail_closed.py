@@ -355,3 +355,18 @@ def test_every_adapter_entry_is_typed_whatever_its_input_raises():
 def test_limits_are_bounded_above_too():
     refused(lambda: Limits(max_payload_chars=10**26), field="limits.max_payload_chars")
     refused(lambda: limits_from_env({_env.LIMITS: "max_payload_chars=99999999999999999999999999"}), field=_env.LIMITS)
+
+
+def test_vllm_check_output_names_a_missing_field():
+    """The vLLM glue's after-the-fact check imports no vLLM: an output without request_id is a typed error."""
+    from types import SimpleNamespace
+
+    from mm_handoff.vllm import check_output
+
+    raw, grid, meta, expanded = _video_prompt()
+    layout = QWEN.derive_layout(expanded, video_grid_thw=grid, mrope=False)
+    refused(lambda: check_output(SimpleNamespace(prompt_token_ids=expanded.tolist()), layout.to_wire(), QWEN),
+            field="output.request_id")
+    refused(lambda: check_output(object(), layout.to_wire(), QWEN), field="output.request_id")
+    ok = SimpleNamespace(prompt_token_ids=expanded.tolist(), request_id="r1")
+    assert check_output(ok, layout.to_wire(), QWEN) == layout
