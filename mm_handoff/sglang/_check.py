@@ -47,7 +47,7 @@ _FALLBACK_HINT = ("without video_timestamps SGLang builds one pad run per video 
                   "the encoder's list")
 
 
-def _modality(value) -> str:
+def modality_name(value) -> str:
     """``Modality.VIDEO`` -> ``"video"`` (SGLang's enum) or a plain string."""
     name = getattr(value, "name", value)
     return str(name).lower()
@@ -75,7 +75,7 @@ def output_runs(output) -> list:
     runs = []
     for item in output.mm_items:
         for start, end in item.offsets or ():
-            runs.append((_modality(item.modality), int(start), int(end) + 1))
+            runs.append((modality_name(item.modality), int(start), int(end) + 1))
     return runs
 
 
@@ -167,13 +167,13 @@ def _embedding_rows(embeddings, request_id) -> dict:
     for modality, tensor in (embeddings or {}).items():
         shape = getattr(tensor, "shape", None)
         if shape is None or len(shape) != 2:
-            raise EmbeddingCountError(f"embeddings[{_modality(modality)}].shape", "[rows, width]",
+            raise EmbeddingCountError(f"embeddings[{modality_name(modality)}].shape", "[rows, width]",
                                       None if shape is None else list(shape), request_id=request_id)
-        rows[_modality(modality)] = int(shape[0])
+        rows[modality_name(modality)] = int(shape[0])
     return rows
 
 
-def _check_embedding_rows(layout: HandoffLayout, embeddings, request_id) -> None:
+def check_embedding_rows_per_modality(layout: HandoffLayout, embeddings, request_id) -> None:
     """Per modality, the rows SGLang received equal the layout's pads of that modality."""
     if embeddings is None:
         return
@@ -196,7 +196,7 @@ def check_mm_output(output, carried: Any, adapter, *, embeddings=None, img_grid_
     """
     layout = accept_layout(carried, adapter, image_grid_thw=_as_list(img_grid_thw),
                            video_grid_thw=_as_list(video_grid_thw), request_id=request_id)
-    _check_embedding_rows(layout, embeddings, request_id)
+    check_embedding_rows_per_modality(layout, embeddings, request_id)
     check_token_ids(layout.token_ids, output.input_ids, request_id=request_id, field=_IDS_FIELD)
     inputs = inputs or engine_inputs(layout, adapter, request_id=request_id)
     _check_runs([(m, s, e + 1) for m, (s, e) in inputs.runs], output, request_id)

@@ -39,12 +39,12 @@ from ..policy import Decision, Policy, decide
 from ..registry import cached_adapter, get_adapter
 from ..vllm._install import probe_engine_version
 from ._check import (
-    _check_embedding_rows,
-    _modality,
     check_derived,
+    check_embedding_rows_per_modality,
     check_mm_output,
     check_stamped,
     engine_inputs,
+    modality_name,
 )
 from ._request import LAYOUT_KWARG, SGLANG_CONVENTION, carried_layout
 
@@ -110,9 +110,9 @@ def output_from_layout(processor, layout: HandoffLayout, embeddings, adapter, *,
     import torch
     from sglang.srt.managers.schedule_batch import Modality, MultimodalDataItem, MultimodalProcessorOutput
 
-    _check_embedding_rows(layout, embeddings, request_id)
+    check_embedding_rows_per_modality(layout, embeddings, request_id)
     inputs = engine_inputs(layout, adapter, request_id=request_id)
-    by_name = {_modality(m): t for m, t in embeddings.items()}
+    by_name = {modality_name(m): t for m, t in embeddings.items()}
     consumed: dict[str, int] = {}
     items = []
     for modality, (start, end) in inputs.runs:

@@ -122,3 +122,25 @@ def test_every_environment_variable_is_named_in_env():
                  for m in re.findall(r"""["'](MM_HANDOFF_[A-Z0-9_]+)["']""", p.read_text())}
     assert elsewhere == set()
     assert "MM_HANDOFF_CACHE" in named and len(named) == len(_env.__all__) - 3  # all but TRUTHY, FALSY, env_flag
+
+
+def test_no_private_name_is_imported_from_another_module():
+    """A module's private names stay its own: another module imports only public names (or a private
+    module of the package as a whole, such as ``_env``), so a seam is visible where it is crossed."""
+    offenders = []
+    for path in PKG.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = path.parent
+            for _ in range(max(node.level - 1, 0)):
+                base = base.parent
+            target = base.joinpath(*(node.module or "").split(".")) if node.level else None
+            for alias in node.names:
+                name = alias.name
+                if not name.startswith("_") or name.startswith("__"):
+                    continue
+                is_module = target is not None and ((target / f"{name}.py").exists() or (target / name).is_dir())
+                if not is_module:
+                    offenders.append(f"{path.relative_to(PKG)}:{node.lineno} imports {name}")
+    assert offenders == []
