@@ -132,8 +132,28 @@ def disagg_prefill_inputs(layout, result_class=None):
     kwargs = layout.to_disagg_prefill_inputs()
     if dataclasses.is_dataclass(result_class):
         names = {f.name for f in dataclasses.fields(result_class)}
+        kwargs.update({name: build(layout) for name, build in _NEWER_FIELDS.items()
+                       if name in names and name not in kwargs})
         kwargs = {k: v for k, v in kwargs.items() if k in names}
     return result_class(**kwargs)
+
+
+def _encoder_token_lengths(layout):
+    from ._upstream_layout import encoder_token_lengths
+
+    return encoder_token_lengths(layout)
+
+
+def _embed_mask_cumsum(layout):
+    from ._upstream_layout import embed_mask_cumsum
+
+    return embed_mask_cumsum(layout)
+
+
+#: fields newer ``DisaggPrefillMultimodalInputs`` have (``inputs/multimodal.py`` @ ae56b100 of the
+#: yechank-nvidia/TensorRT-LLM fork), filled only where the installed dataclass declares them
+_NEWER_FIELDS = {"encoder_token_lengths": _encoder_token_lengths,
+                 "multimodal_embed_mask_cumsum": _embed_mask_cumsum}
 
 
 def adapter_for(processor, *, convention: str | None = None, request_id=None):
