@@ -48,14 +48,16 @@ def _params_with(upstream, field: str):
     return DisaggregatedParams
 
 
-def test_stand_down_reads_the_params_class_llm_py_uses(upstream, glue, monkeypatch):
-    """Recent upstream moved DisaggregatedParams to executor/params/disaggregation.py; the stand-down check
-    must read the class ``llm.py`` imports, not the old module."""
+def test_the_mode_reads_the_params_class_llm_py_uses(upstream, glue, monkeypatch):
+    """Recent upstream moved DisaggregatedParams to executor/params/disaggregation.py; the carrier check
+    must read the class ``llm.py`` imports, not the old module: with upstream's carrier there, install
+    goes to mode=validate (no prefill rewrite, everything else patched)."""
     moved = _params_with(upstream, "multimodal_layout")
     upstream.tree.require("tensorrt_llm.executor.params.disaggregation", "tensorrt_llm.llmapi.llm")
     monkeypatch.setattr(upstream.llm, "DisaggregatedParams", moved)
     report = glue.install()
-    assert report["standing_down"] and report["upstream_fix_fields"] == ["multimodal_layout"]
+    assert report["mode"] == "validate" and report["installed"] and not report["standing_down"]
+    assert report["upstream_fix_fields"] == ["multimodal_layout"]
 
 
 def test_upstream_runs_carrier_is_decided_and_shown(upstream, glue, monkeypatch):
