@@ -9,9 +9,12 @@ What install does is decided by what the installed files have, not by the versio
 
 * ``mode="carry"``: ``DisaggregatedParams`` has no ``multimodal_layout``; mm-handoff carries the encoder's
   layout itself and answers the prefill method from it (every row of the patch table);
-* ``mode="validate"``: upstream carries the layout (``DisaggregatedParams.multimodal_layout``); the prefill
-  rewrite is not installed, everything else is: admission reads upstream's carried layout as a
-  ``HandoffLayout`` and accepts or refuses it (:mod:`._upstream_layout`), the slice and ingress checks stay.
+* ``mode="validate"``: upstream carries the layout (``DisaggregatedParams.multimodal_layout``) and no longer
+  calls the prefill method for a request that carries it: such a request is never rewritten; admission
+  reads upstream's carried layout as a ``HandoffLayout`` and accepts or refuses it
+  (:mod:`._upstream_layout`), the slice and ingress checks stay. The prefill hook stays installed for
+  upstream's own compatibility path only (a request without ``multimodal_layout``, from an older encoder,
+  for which upstream falls back to rebuilding the prompt from text: the #20138 bug).
 
 Either way the context-phase slice check goes wherever the installed version has the slice (one of the
 ``role="slice"`` rows); when none resolves, install logs an error, ``status()["slice_check"]`` says
@@ -46,8 +49,8 @@ UPSTREAM_FIX_FIELDS = ("multimodal_layout",)
 
 #: Upstream carriers of (part of) the layout, and what mm-handoff does when the class has the field.
 UPSTREAM_CARRIERS = {
-    "multimodal_layout": "present: upstream carries the encoder's layout; mm-handoff stops rewriting the prefill "
-                         "and validates the carried layout (admission, slice, ingress)",
+    "multimodal_layout": "present: upstream carries the encoder's layout; mm-handoff validates it (admission, "
+                         "slice, ingress) and rewrites no request that carries it",
     "multimodal_item_runs": "present: item runs only, not the encoder's expanded prompt; mm-handoff stays "
                             "installed and ships its own layout",
     "multimodal_hash_positions": "present: hash positions only; mm-handoff stays installed",
@@ -95,7 +98,7 @@ MODE_VALIDATE = "validate"
 MODES = {
     MODE_CARRY: "mm-handoff carries the encoder's layout and answers the prefill from it",
     MODE_VALIDATE: "upstream carries the layout (DisaggregatedParams.multimodal_layout); mm-handoff validates it "
-                   "at admission and keeps the slice and ingress checks (no prefill rewrite)",
+                   "at admission, never rewrites a request that carries it, and keeps the slice and ingress checks",
 }
 
 
@@ -145,7 +148,7 @@ class TensorRTLLMInstrumentor(Instrumentor):
         return SUPPORTED_VERSIONS
 
     def _instrument(self, policy: Policy) -> bool:
-        """Probe every row, refuse drift, patch; with upstream's carrier, every row but the prefill rewrite."""
+        """Probe every row, refuse drift, patch; the mode follows upstream's carrier (see the module doc)."""
         self.upstream_fix_fields = fix = upstream_fix_fields()
         mode = MODE_VALIDATE if fix else MODE_CARRY
         try:
@@ -153,14 +156,15 @@ class TensorRTLLMInstrumentor(Instrumentor):
         except Exception as exc:
             raise EngineNotSupportedError("tensorrt_llm._torch.models.modeling_qwen3vl", "importable",
                                           f"{type(exc).__name__}: {exc}") from exc
-        points = [p for p in probe() if mode == MODE_CARRY or p.spec.role != "prefill"]
+        points = probe()
         _refuse_on_drift(points)
         applied = self.apply([(p.cls, p.attr, p.wrapper) for p in points if p.state == "found"], policy)
         self.standing_down, self.mode = False, mode
         if fix:
             log.warning("mm-handoff: TensorRT-LLM %s carries the encoder layout itself (DisaggregatedParams.%s): "
-                        "mode=validate, the prefill rewrite is not installed; admission validates the carried "
-                        "layout, the slice and ingress checks stay", self.engine_version, ", ".join(fix))
+                        "mode=validate; a request carrying it is validated, never rewritten (the prefill hook "
+                        "answers only upstream's fallback for requests without it); the slice and ingress "
+                        "checks stay", self.engine_version, ", ".join(fix))
         placed = slice_check(points)
         if not placed["placed"]:
             log.error("mm-handoff: the context-phase mRoPE slice check could NOT be placed on TensorRT-LLM %s: %s. "
@@ -210,8 +214,9 @@ class TensorRTLLMInstrumentor(Instrumentor):
         if state == "missing" and not point.spec.required:  # an optional hook that moved or vanished
             what = "slice check" if point.spec.role == "slice" else "check"
             state, reason = "unavailable", f"{what} unavailable on this version: {reason}"
-        elif mode == MODE_VALIDATE and point.spec.role == "prefill" and state == "found":
-            state, reason = "not used", "upstream carries the layout (mode=validate): the prefill is not rewritten"
+        elif mode == MODE_VALIDATE and point.spec.role == "prefill":
+            reason = ("mode=validate: upstream calls it only for a request without multimodal_layout (its fallback "
+                      "that rebuilds the prompt from text); a request carrying the layout is validated, not rewritten")
         return {"wrapper": wrapper_name(point.wrapper), "target": point.key, "process": point.spec.process,
                 "required": point.spec.required, "state": state, "reason": reason, "upstream": point.spec.upstream}
 

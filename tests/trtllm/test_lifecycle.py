@@ -217,10 +217,10 @@ def test_unsupported_version_refuses(engine):
         glue.install()
 
 
-def test_upstream_carrier_installs_the_validator_without_the_prefill_rewrite(engine):
-    """DisaggregatedParams with a multimodal_layout field: mode=validate; every hook point but the prefill
-    rewrite is patched (admission validates the carried layout; slice and ingress checks stay)."""
-    from tensorrt_llm._torch.models.modeling_qwen3vl import Qwen3VLInputProcessorBase
+def test_upstream_carrier_installs_the_validator(engine):
+    """DisaggregatedParams with a multimodal_layout field: mode=validate; every hook point is patched (admission
+    validates the carried layout; the prefill hook only ever sees upstream's fallback for requests without it;
+    slice and ingress checks stay), and the prefill row says so."""
     from tensorrt_llm.disaggregated_params import DisaggregatedParams
 
     DisaggregatedParams.__dataclass_fields__["multimodal_layout"] = None
@@ -229,13 +229,12 @@ def test_upstream_carrier_installs_the_validator_without_the_prefill_rewrite(eng
     report = glue.install()
     assert report["installed"] and report["mode"] == "validate" and not report["standing_down"]
     assert report["upstream_fix_fields"] == ["multimodal_layout"]
-    prefill = (Qwen3VLInputProcessorBase, "build_disagg_prefill_multimodal_inputs")
-    assert vars(prefill[0])[prefill[1]] is before[prefill]  # the prefill is not rewritten
     for cls, attr in targets:
-        if (cls, attr) != prefill:
-            assert hasattr(vars(cls)[attr], WRAPPER_MARK), (cls, attr)
+        assert hasattr(vars(cls)[attr], WRAPPER_MARK), (cls, attr)
+        assert glue.get_original((cls, attr)) is before[(cls, attr)] or attr == "_preprocess"
     rows = {h["target"].rpartition(":")[2]: h for h in report["hooks"]}
-    assert rows["Qwen3VLInputProcessorBase.build_disagg_prefill_multimodal_inputs"]["state"] == "not used"
+    prefill = rows["Qwen3VLInputProcessorBase.build_disagg_prefill_multimodal_inputs"]
+    assert prefill["state"] == "patched" and "without multimodal_layout" in prefill["reason"]
     assert report["slice_check"]["placed"]
 
 

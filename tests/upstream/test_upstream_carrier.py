@@ -4,8 +4,8 @@ Where the tree's ``DisaggregatedParams`` (the class ``llm.py`` uses) has ``multi
 ``yechank-nvidia/TensorRT-LLM`` fork: ``disaggregated_params.py`` and ``llmapi/llm.py`` @ 328aa1d9,
 ``llmapi/mm_encoder.py`` and ``inputs/multimodal.py`` @ ae56b100), upstream's PD ``_preprocess`` takes the
 prompt from the carried layout and checks only its handle count. mm-handoff installs in ``mode=validate``:
-no prefill rewrite; admission reads the carried layout as a ``HandoffLayout`` and refuses one that
-contradicts itself or this request. Every carried layout here is built by upstream's own
+a request carrying the layout is never rewritten; admission reads the carried layout as a ``HandoffLayout``
+and refuses one that contradicts itself or this request. Every carried layout here is built by upstream's own
 ``MultimodalEncoder.build_prefill_disaggregated_params`` from what upstream's encoder ``_preprocess``
 produced (the honest one), or by upstream's own stock prefill method (a stale encoder's), or is the
 honest one with one field changed. Not applicable to a tree without the carrier.
@@ -130,7 +130,7 @@ def test_carrier_install_keeps_slice_and_ingress_checks(upstream, glue, carrier)
     rows = {row["target"].rpartition(":")[2]: row for row in report["hooks"]}
     assert rows["BaseLLM._preprocess"]["state"] == "patched"
     prefill = [r for name, r in rows.items() if name.endswith("build_disagg_prefill_multimodal_inputs")]
-    assert prefill and all(r["state"] == "not used" for r in prefill)
+    assert prefill and all("without multimodal_layout" in r["reason"] for r in prefill)
     assert [r["state"] for name, r in rows.items() if name == "BaseWorker._enqueue_request"] in (
         ["patched"], ["unavailable"])
     assert report["upstream_carriers"][LAYOUT_FIELD].startswith("present")

@@ -54,7 +54,8 @@ def _sampling_params(upstream):
     module = importlib.import_module("tensorrt_llm.sampling_params")
     if upstream.tree.report().get("tensorrt_llm.sampling_params", ("stub",))[0] == "upstream":
         return module.SamplingParams(max_tokens=1, end_id=2, pad_id=2)
-    return Declared("SamplingParams", _decoder_output_token_prefix=None, max_tokens=1, ignore_eos=False, end_id=2,
+    return Declared("SamplingParams", _decoder_output_token_prefix=(), return_routed_experts=False, max_tokens=1,
+                    ignore_eos=False, end_id=2,
                     pad_id=2, logprobs=None,
                     logprobs_mode=None, logprobs_simple_format=False, lookahead_config=None, embedding_bias=None,
                     logits_processor=None, apply_batched_logits_processor=False,
@@ -75,6 +76,7 @@ def _generation_request(upstream, request_id, prompt_token_ids, mm_params, param
                     prompt_token_ids=list(prompt_token_ids), multimodal_params=mm_params,
                     disaggregated_params=params, sampling_params=_sampling_params(upstream), query_token_ids=None,
                     streaming=False, kv_cache_retention_config=None, encoder_input_token_ids=None, cache_salt=None,
+                    cache_salt_id=None,
                     priority=0.5, scheduling_params=None, conversation_params=None, arrival_time=None)
 
 

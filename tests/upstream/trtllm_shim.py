@@ -118,7 +118,7 @@ _EXCEPTION_NAME = re.compile(r"[A-Z]\w*(Error|Exception)")
 def _stub_class(name: str) -> type:
     short = name.rpartition(".")[2] or name
     if _EXCEPTION_NAME.fullmatch(short):
-        return type(short, (Exception,), {"__qualname__": name, "__module__": name.rpartition(".")[0] or name,
+        return type(short, (Exception,), {"__qualname__": short, "__module__": name.rpartition(".")[0] or name,
                                           "_mm_stub_exception": True})
     return _StubMeta(short, (_StubBase,), {"_mm_stub_pure": True, "__qualname__": name})
 
