@@ -85,8 +85,8 @@ def test_carrier_a_stale_encoders_one_run_video_is_refused(upstream, model, glue
 
     glue.install(policy="raise")
     _, params = _handoff(upstream, model)
-    stale = model.processor.build_disagg_prefill_multimodal_inputs({"prompt": flows.PROMPT},
-                                                                   params.multimodal_embedding_handles)
+    stock = glue.get_original((type(model.processor), "build_disagg_prefill_multimodal_inputs"))
+    stale = stock(model.processor, {"prompt": flows.PROMPT}, params.multimodal_embedding_handles)
     with pytest.raises(HandoffError) as info:
         _run(upstream, model, _with_layout(params, stale))
     assert f"{LAYOUT_FIELD}." in str(info.value), info.value  # named in the carried layout
