@@ -41,6 +41,8 @@ __all__ = [
     "find_multimodal_params",
     "mrope_ids_of",
     "disagg_prefill_inputs",
+    "embed_mask_cumsum",
+    "encoder_token_lengths",
 ]
 
 LAYOUT_KEY = "mm_handoff.layout"
@@ -138,22 +140,27 @@ def disagg_prefill_inputs(layout, result_class=None):
     return result_class(**kwargs)
 
 
-def _encoder_token_lengths(layout):
-    from ._upstream_layout import encoder_token_lengths
+def embed_mask_cumsum(layout):
+    """Upstream's ``multimodal_embed_mask_cumsum`` for a layout: the int64 CPU prefix sum of its pad mask
+    (``embed_mask.cumsum(0, dtype=torch.int64)`` in ``inputs/registry.py``; the Qwen families register no
+    multimodal special ids, so every pad is an embedding slot)."""
+    import torch
 
-    return encoder_token_lengths(layout)
+    mask = np.zeros(layout.prompt_len, dtype=np.int64)
+    for off, ln in zip(layout.run_positions, layout.run_lengths, strict=True):
+        mask[off:off + ln] = 1
+    return torch.from_numpy(np.cumsum(mask))
 
 
-def _embed_mask_cumsum(layout):
-    from ._upstream_layout import embed_mask_cumsum
-
-    return embed_mask_cumsum(layout)
+def encoder_token_lengths(layout) -> list:
+    """Per item, the vision tower's input: its ``t * h * w`` patches (rows times ``merge^2``)."""
+    return [int(np.prod(item.grid_thw)) for item in layout.items]
 
 
 #: fields newer ``DisaggPrefillMultimodalInputs`` have (``inputs/multimodal.py`` @ ae56b100 of the
 #: yechank-nvidia/TensorRT-LLM fork), filled only where the installed dataclass declares them
-_NEWER_FIELDS = {"encoder_token_lengths": _encoder_token_lengths,
-                 "multimodal_embed_mask_cumsum": _embed_mask_cumsum}
+_NEWER_FIELDS = {"encoder_token_lengths": encoder_token_lengths,
+                 "multimodal_embed_mask_cumsum": embed_mask_cumsum}
 
 
 def adapter_for(processor, *, convention: str | None = None, request_id=None):

@@ -138,7 +138,7 @@ class TensorRTLLMInstrumentor(Instrumentor):
 
     def __init__(self) -> None:
         super().__init__(log)
-        #: upstream carries the layout: install() validates it instead of rewriting the prefill
+        #: kept for status() compatibility: install no longer stands down (upstream's carrier -> mode=validate)
         self.standing_down = False
         self.upstream_fix_fields: list = []
         #: "carry" | "validate" (see the module doc); None before install
@@ -229,7 +229,8 @@ def install(*, policy: str | Policy | None = None) -> dict:
 
     Idempotent: a second call logs "already installed" and changes nothing. Refuses with
     :class:`~mm_handoff.errors.EngineNotSupportedError` (one line naming the hook or the version)
-    before touching anything. Stands down when upstream already carries the encoder layout.
+    before touching anything. When upstream carries the encoder layout itself (``multimodal_layout``), installs
+    in ``mode="validate"`` (see the module doc); ``status()["mode"]`` says which.
     """
     return _TRTLLM.install(policy=policy)
 

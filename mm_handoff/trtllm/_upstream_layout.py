@@ -30,7 +30,7 @@ import numpy as np
 
 from ..checks import accept_layout, adapter_value, call_adapter, check_mrope_slice
 from ..errors import GridMismatchError, LayoutError
-from ._carrier import GRIDS_KEY, carried
+from ._carrier import GRIDS_KEY, carried, embed_mask_cumsum, encoder_token_lengths
 
 __all__ = ["UPSTREAM_LAYOUT_FIELD", "read_upstream_layout", "check_upstream_layout", "embed_mask_cumsum",
            "encoder_token_lengths"]
@@ -123,23 +123,6 @@ def _grids(found: dict, items: list, merge: int, request_id) -> tuple:
     for i, (modality, _, lengths) in enumerate(items):
         (image if modality == "image" else video).append(_spelled_grid(modality, lengths, merge, i, request_id))
     return image or None, video or None, "spelled by the runs"
-
-
-def embed_mask_cumsum(layout):
-    """Upstream's ``multimodal_embed_mask_cumsum`` for a layout: the int64 CPU prefix sum of its pad mask
-    (``embed_mask.cumsum(0, dtype=torch.int64)`` in ``inputs/registry.py``; the Qwen families register no
-    multimodal special ids, so every pad is an embedding slot)."""
-    import torch
-
-    mask = np.zeros(layout.prompt_len, dtype=np.int64)
-    for off, ln in zip(layout.run_positions, layout.run_lengths, strict=True):
-        mask[off:off + ln] = 1
-    return torch.from_numpy(np.cumsum(mask))
-
-
-def encoder_token_lengths(layout) -> list:
-    """Per item, the vision tower's input: its ``t * h * w`` patches (rows times ``merge^2``)."""
-    return [int(np.prod(item.grid_thw)) for item in layout.items]
 
 
 def read_upstream_layout(upstream, adapter, *, mm_handles=None, request_id=None):
