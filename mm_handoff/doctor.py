@@ -1,7 +1,12 @@
-"""``mm-handoff doctor``: versions, each TensorRT-LLM hook point found or missing, patch status, upstream fix.
+"""``mm-handoff doctor``: versions, the mode, each TensorRT-LLM hook point found or missing, patch status.
 
-Exit code 0 when TensorRT-LLM is importable, in range and every required hook point is found (or
-upstream already has the fix); 1 otherwise. Nothing is patched by running it.
+The mode follows what the installed files have: ``carry`` (mm-handoff carries the encoder's layout) or
+``validate`` (``DisaggregatedParams.multimodal_layout`` exists: upstream carries it, mm-handoff validates
+it). The ``slice check`` line says where the context-phase mRoPE slice check goes, or, in capitals, that it
+could not be placed (the context-phase slice moved somewhere the patch table does not know).
+
+Exit code 0 when TensorRT-LLM is importable, in range, every required hook point is found and the slice
+check can be placed; 1 otherwise. Nothing is patched by running it.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import sys
 from ._version import __version__
 from .instrumentor import distribution_version, supports
 from .trtllm import SUPPORTED_VERSIONS, status
+from .trtllm._lifecycle import MODES
 
 __all__ = ["run_doctor", "doctor_report"]
 
@@ -27,8 +33,8 @@ def doctor_report() -> dict:
 def _ok(report: dict) -> bool:
     if report["engine_error"] or not report["version_ok"]:
         return False
-    if report["upstream_fix_detected"]:
-        return True
+    if report.get("slice_check", {}).get("placed") is False:
+        return False
     return not any(h["state"] == "drifted" or (h["state"] == "missing" and h["required"]) for h in report["hooks"])
 
 
@@ -52,7 +58,14 @@ def run_doctor(args=None, *, out=None) -> int:
     if report["engine_error"]:
         line(f"engine        {report['engine_error']}")
     fields = ", ".join(report["upstream_fix_fields"])
-    line(f"upstream fix  {f'yes: DisaggregatedParams.{fields} (mm-handoff stands down)' if fields else 'no'}")
+    line(f"upstream fix  {f'yes: DisaggregatedParams.{fields} (upstream carries the layout)' if fields else 'no'}")
+    if report.get("mode"):
+        line(f"mode          {report['mode']}: {MODES.get(report['mode'], '')}")
+    placed = report.get("slice_check") or {}
+    if placed.get("placed"):
+        line(f"slice check   placed: {', '.join(placed['where'])}")
+    elif placed.get("placed") is False:
+        line(f"slice check   NOT PLACED: {placed['reason']}")
     for field, decision in report.get("upstream_carriers", {}).items():
         line(f"carrier       DisaggregatedParams.{field}: {decision}")
     if report["hooks"]:

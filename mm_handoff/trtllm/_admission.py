@@ -51,6 +51,7 @@ from ._carrier import (
     own_prompt,
     request_label,
 )
+from ._upstream_layout import UPSTREAM_LAYOUT_FIELD, check_upstream_layout
 
 __all__ = ["admission_wrapper", "prefill_wrapper", "check_admission"]
 
@@ -86,22 +87,38 @@ def admission_wrapper(wrapped, llm, args, kwargs, *, policy: Policy):
         raise
     finally:
         _CURRENT.reset(token)
+    inputs = args[0] if args else kwargs.get("inputs")
     try:
-        check_admission(getattr(llm, "input_processor", None), result, dp, state, request_id=label)
+        check_admission(getattr(llm, "input_processor", None), result, dp, state, request_id=label, inputs=inputs)
     except HandoffError as exc:
         decide(policy, exc.with_request(label), where="admission (BaseLLM._preprocess)", log=log)
     return result  # policy=fallback: passed through
 
 
-def check_admission(processor, result, disaggregated_params, state: _Admission, *, request_id=None) -> None:
+def check_admission(processor, result, disaggregated_params, state: _Admission, *, request_id=None,
+                    inputs=None) -> None:
     """mRoPE length vs prompt, pads vs embedding rows, and the layout the prefill point used (else the
-    carried one) vs the prompt actually used. Shapes come from handle dicts: nothing is rebuilt."""
+    carried one) vs the prompt actually used. Shapes come from handle dicts: nothing is rebuilt.
+
+    When upstream carried the layout itself (``disaggregated_params.multimodal_layout``), that layout is
+    read and accepted as mm-handoff's own would be (:func:`._upstream_layout.check_upstream_layout`)."""
     if not isinstance(result, tuple) or not result or result[0] is None:
         return
     prompt_ids = result[0]
     mrope = mrope_ids_of(getattr(find_multimodal_params(result), "multimodal_data", None))
     if mrope is None:
         mrope = getattr(disaggregated_params, "mrope_position_ids_handle", None)
+    upstream_layout = getattr(disaggregated_params, UPSTREAM_LAYOUT_FIELD, None)
+    if upstream_layout is not None:
+        adapter = _known_adapter(processor, request_id)
+        if adapter is None:  # a family mm-handoff does not know: the generic length check only
+            if mrope is not None:
+                check_mrope_slice(mrope, len(prompt_ids), request_id=request_id)
+            return
+        check_upstream_layout(upstream_layout, adapter, disaggregated_params=disaggregated_params,
+                              prompt_token_ids=prompt_ids, own_prompt_ids=_own_prompt(processor, inputs),
+                              mrope_position_ids=mrope, request_id=request_id)
+        return
     handles = embedding_handles(disaggregated_params)
     if mrope is None and handles is None:
         return
@@ -121,6 +138,14 @@ def check_admission(processor, result, disaggregated_params, state: _Admission, 
         rows = embedding_rows_of(handles, field="multimodal_embedding_handles", request_id=request_id)
         check_prompt_pads(prompt_ids, adapter_value(adapter, "spec", request_id=request_id), sum(rows),
                           request_id=request_id)
+
+
+def _own_prompt(processor, inputs):
+    """This request's own prompt ids (its text tokenized as upstream's prefill method does), or None."""
+    try:
+        return own_prompt(processor, inputs)
+    except Exception:  # no tokenizer on this processor: the carried ids are checked without it
+        return None
 
 
 def _known_adapter(processor, request_id):

@@ -41,6 +41,8 @@ __all__ = [
     "find_multimodal_params",
     "mrope_ids_of",
     "disagg_prefill_inputs",
+    "embed_mask_cumsum",
+    "encoder_token_lengths",
 ]
 
 LAYOUT_KEY = "mm_handoff.layout"
@@ -132,8 +134,33 @@ def disagg_prefill_inputs(layout, result_class=None):
     kwargs = layout.to_disagg_prefill_inputs()
     if dataclasses.is_dataclass(result_class):
         names = {f.name for f in dataclasses.fields(result_class)}
+        kwargs.update({name: build(layout) for name, build in _NEWER_FIELDS.items()
+                       if name in names and name not in kwargs})
         kwargs = {k: v for k, v in kwargs.items() if k in names}
     return result_class(**kwargs)
+
+
+def embed_mask_cumsum(layout):
+    """Upstream's ``multimodal_embed_mask_cumsum`` for a layout: the int64 CPU prefix sum of its pad mask
+    (``embed_mask.cumsum(0, dtype=torch.int64)`` in ``inputs/registry.py``; the Qwen families register no
+    multimodal special ids, so every pad is an embedding slot)."""
+    import torch
+
+    mask = np.zeros(layout.prompt_len, dtype=np.int64)
+    for off, ln in zip(layout.run_positions, layout.run_lengths, strict=True):
+        mask[off:off + ln] = 1
+    return torch.from_numpy(np.cumsum(mask))
+
+
+def encoder_token_lengths(layout) -> list:
+    """Per item, the vision tower's input: its ``t * h * w`` patches (rows times ``merge^2``)."""
+    return [int(np.prod(item.grid_thw)) for item in layout.items]
+
+
+#: fields newer ``DisaggPrefillMultimodalInputs`` have (``inputs/multimodal.py`` @ ae56b100 of the
+#: yechank-nvidia/TensorRT-LLM fork), filled only where the installed dataclass declares them
+_NEWER_FIELDS = {"encoder_token_lengths": encoder_token_lengths,
+                 "multimodal_embed_mask_cumsum": embed_mask_cumsum}
 
 
 def adapter_for(processor, *, convention: str | None = None, request_id=None):

@@ -2,9 +2,23 @@
 
 The lifecycle itself (lock, state, version gate, the ledger, idempotent install and uninstall) is the
 shared :class:`mm_handoff.instrumentor.Instrumentor`; this module supplies TensorRT-LLM's part: the
-supported range, the upstream carriers of the layout (stand down when upstream carries it), and the
-patch table's rows (:mod:`._targets`), each naming its wrapper. The policy reaches each wrapper as an
-argument bound at install time.
+supported range, the upstream carriers of the layout, and the patch table's rows (:mod:`._targets`),
+each naming its wrapper. The policy reaches each wrapper as an argument bound at install time.
+
+What install does is decided by what the installed files have, not by the version string:
+
+* ``mode="carry"``: ``DisaggregatedParams`` has no ``multimodal_layout``; mm-handoff carries the encoder's
+  layout itself and answers the prefill method from it (every row of the patch table);
+* ``mode="validate"``: upstream carries the layout (``DisaggregatedParams.multimodal_layout``) and no longer
+  calls the prefill method for a request that carries it: such a request is never rewritten; admission
+  reads upstream's carried layout as a ``HandoffLayout`` and accepts or refuses it
+  (:mod:`._upstream_layout`), the slice and ingress checks stay. The prefill hook stays installed for
+  upstream's own compatibility path only (a request without ``multimodal_layout``, from an older encoder,
+  for which upstream falls back to rebuilding the prompt from text: the #20138 bug).
+
+Either way the context-phase slice check goes wherever the installed version has the slice (one of the
+``role="slice"`` rows); when none resolves, install logs an error, ``status()["slice_check"]`` says
+``placed: False`` with the reason, and ``mm-handoff doctor`` prints it.
 """
 
 from __future__ import annotations
@@ -35,7 +49,8 @@ UPSTREAM_FIX_FIELDS = ("multimodal_layout",)
 
 #: Upstream carriers of (part of) the layout, and what mm-handoff does when the class has the field.
 UPSTREAM_CARRIERS = {
-    "multimodal_layout": "present: upstream carries the encoder's layout; mm-handoff stands down",
+    "multimodal_layout": "present: upstream carries the encoder's layout; mm-handoff validates it (admission, "
+                         "slice, ingress) and rewrites no request that carries it",
     "multimodal_item_runs": "present: item runs only, not the encoder's expanded prompt; mm-handoff stays "
                             "installed and ships its own layout",
     "multimodal_hash_positions": "present: hash positions only; mm-handoff stays installed",
@@ -77,6 +92,31 @@ def upstream_carriers() -> dict:
     return {name: decision for name, decision in UPSTREAM_CARRIERS.items() if name in fields}
 
 
+MODE_CARRY = "carry"
+MODE_VALIDATE = "validate"
+#: what each mode means, for status() and doctor
+MODES = {
+    MODE_CARRY: "mm-handoff carries the encoder's layout and answers the prefill from it",
+    MODE_VALIDATE: "upstream carries the layout (DisaggregatedParams.multimodal_layout); mm-handoff validates it "
+                   "at admission, never rewrites a request that carries it, and keeps the slice and ingress checks",
+}
+
+
+def slice_check(points, states: dict | None = None) -> dict:
+    """Whether the context-phase slice check is placed: ``{"placed", "where", "reason"}``.
+
+    Placed when at least one ``role="slice"`` row resolved (``states``: the status rows' states by target,
+    where a found row counts only when it is patched or found)."""
+    rows = [p for p in points if p.spec.role == "slice"]
+    ok = ("found", "patched")
+    where = [p.key for p in rows if p.state == "found" and (states is None or states.get(p.key) in ok)]
+    if where:
+        return {"placed": True, "where": where, "reason": ""}
+    reason = "; ".join(p.reason or f"{p.key}: {p.state}" for p in rows) or "no slice row in the patch table"
+    return {"placed": False, "where": [],
+            "reason": f"none of the places upstream has sliced the context request's mRoPE ids is here ({reason})"}
+
+
 def _refuse_on_drift(points) -> None:
     for point in points:
         if point.state == "drifted":
@@ -98,21 +138,19 @@ class TensorRTLLMInstrumentor(Instrumentor):
 
     def __init__(self) -> None:
         super().__init__(log)
-        #: upstream already carries the layout: install() stood down without patching
+        #: kept for status() compatibility: install no longer stands down (upstream's carrier -> mode=validate)
         self.standing_down = False
         self.upstream_fix_fields: list = []
+        #: "carry" | "validate" (see the module doc); None before install
+        self.mode: str | None = None
 
     def instrumentation_dependencies(self) -> tuple[str, ...]:
         return SUPPORTED_VERSIONS
 
     def _instrument(self, policy: Policy) -> bool:
-        """Stand down when upstream carries the layout; else probe every row, refuse drift, patch."""
+        """Probe every row, refuse drift, patch; the mode follows upstream's carrier (see the module doc)."""
         self.upstream_fix_fields = fix = upstream_fix_fields()
-        if fix:
-            self.standing_down = True
-            log.warning("mm-handoff: TensorRT-LLM %s already carries the encoder layout "
-                        "(DisaggregatedParams.%s); standing down, nothing patched", self.engine_version, ", ".join(fix))
-            return False
+        mode = MODE_VALIDATE if fix else MODE_CARRY
         try:
             import_model_modules()
         except Exception as exc:
@@ -121,18 +159,29 @@ class TensorRTLLMInstrumentor(Instrumentor):
         points = probe()
         _refuse_on_drift(points)
         applied = self.apply([(p.cls, p.attr, p.wrapper) for p in points if p.state == "found"], policy)
-        self.standing_down = False
-        log.info("mm-handoff: installed on TensorRT-LLM %s (policy=%s): %s", self.engine_version, policy.value,
-                 ", ".join(applied))
+        self.standing_down, self.mode = False, mode
+        if fix:
+            log.warning("mm-handoff: TensorRT-LLM %s carries the encoder layout itself (DisaggregatedParams.%s): "
+                        "mode=validate; a request carrying it is validated, never rewritten (the prefill hook "
+                        "answers only upstream's fallback for requests without it); the slice and ingress "
+                        "checks stay", self.engine_version, ", ".join(fix))
+        placed = slice_check(points)
+        if not placed["placed"]:
+            log.error("mm-handoff: the context-phase mRoPE slice check could NOT be placed on TensorRT-LLM %s: %s. "
+                      "A mismatch that gets past admission and worker ingress would be cut silently at the slice",
+                      self.engine_version, placed["reason"])
+        log.info("mm-handoff: installed on TensorRT-LLM %s (mode=%s, policy=%s): %s", self.engine_version, mode,
+                 policy.value, ", ".join(applied))
         return True
 
     def _uninstrument(self) -> None:
-        self.standing_down = False
+        self.standing_down, self.mode = False, None
 
     def _status(self, report: dict, probe_engine: bool) -> None:
         report.update({"upstream_fix_detected": bool(self.upstream_fix_fields),
                        "upstream_fix_fields": list(self.upstream_fix_fields), "standing_down": self.standing_down,
-                       "upstream_carriers": {}, "engine_error": None})
+                       "mode": self.mode, "upstream_carriers": {}, "engine_error": None,
+                       "slice_check": {"placed": None, "where": [], "reason": "engine not probed"}})
         if not probe_engine:
             return
         try:
@@ -145,8 +194,12 @@ class TensorRTLLMInstrumentor(Instrumentor):
         except Exception as exc:
             report["engine_error"] = f"{type(exc).__name__}: {exc}"
             report["hooks"] = []
+            report["slice_check"] = {"placed": False, "where": [], "reason": report["engine_error"]}
             return
-        report["hooks"] = [self._hook_row(point) for point in points]
+        mode = self.mode or (MODE_VALIDATE if fix else MODE_CARRY)
+        report["mode"] = mode
+        report["hooks"] = [self._hook_row(point, mode) for point in points]
+        report["slice_check"] = slice_check(points, states={row["target"]: row["state"] for row in report["hooks"]})
 
     def _hook_state(self, point) -> str:
         record = next((r for r in self.ledger.records() if r.key == point.key), None)
@@ -156,10 +209,14 @@ class TensorRTLLMInstrumentor(Instrumentor):
             return "left in place (wrapped over)"
         return point.state
 
-    def _hook_row(self, point) -> dict:
+    def _hook_row(self, point, mode: str = "carry") -> dict:
         state, reason = self._hook_state(point), point.reason
         if state == "missing" and not point.spec.required:  # an optional hook that moved or vanished
-            state, reason = "unavailable", f"slice check unavailable on this version: {reason}"
+            what = "slice check" if point.spec.role == "slice" else "check"
+            state, reason = "unavailable", f"{what} unavailable on this version: {reason}"
+        elif mode == MODE_VALIDATE and point.spec.role == "prefill":
+            reason = ("mode=validate: upstream calls it only for a request without multimodal_layout (its fallback "
+                      "that rebuilds the prompt from text); a request carrying the layout is validated, not rewritten")
         return {"wrapper": wrapper_name(point.wrapper), "target": point.key, "process": point.spec.process,
                 "required": point.spec.required, "state": state, "reason": reason, "upstream": point.spec.upstream}
 
@@ -172,7 +229,8 @@ def install(*, policy: str | Policy | None = None) -> dict:
 
     Idempotent: a second call logs "already installed" and changes nothing. Refuses with
     :class:`~mm_handoff.errors.EngineNotSupportedError` (one line naming the hook or the version)
-    before touching anything. Stands down when upstream already carries the encoder layout.
+    before touching anything. When upstream carries the encoder layout itself (``multimodal_layout``), installs
+    in ``mode="validate"`` (see the module doc); ``status()["mode"]`` says which.
     """
     return _TRTLLM.install(policy=policy)
 

@@ -44,6 +44,10 @@ class PatchSpec:
     upstream: str
     #: also wrap registered input-processor subclasses that override the attribute
     covers_registered_overrides: bool = False
+    #: what the row is for: ``"slice"`` (one of the places the context-phase mRoPE slice may live: the
+    #: slice check is placed when any of them resolves), ``"prefill"`` (the prompt rewrite, not installed
+    #: when upstream carries the layout itself), or ``""``
+    role: str = ""
 
     @property
     def display(self) -> str:
@@ -70,6 +74,7 @@ PATCH_TABLE: tuple[PatchSpec, ...] = (
     PatchSpec("tensorrt_llm._torch.models.modeling_qwen3vl", "Qwen3VLInputProcessorBase",
               (("build_disagg_prefill_multimodal_inputs", prefill_wrapper),),
               ("inputs", "mm_handles"), required=True, process="user", covers_registered_overrides=True,
+              role="prefill",
               upstream=f"{_QWEN3VL} @ 002f3cc3d0554c4ebd530d1354f96e89666d93b8 (the older get_prompt_token_ids, "
                        "@ f4faed18a1a35ff6a29c29e91650faa70a793bff, is outside the version gate)"),
     PatchSpec("tensorrt_llm.llmapi.llm", "BaseLLM", (("_preprocess", admission_wrapper),),
@@ -78,14 +83,23 @@ PATCH_TABLE: tuple[PatchSpec, ...] = (
     PatchSpec("tensorrt_llm.executor.base_worker", "BaseWorker", (("_enqueue_request", enqueue_request_wrapper),),
               ("request",), required=False, process="worker",
               upstream="tensorrt_llm/executor/base_worker.py @ 7b437aaa73bf5a44b1102aee5c631074da763b8f"),
+    # the context-phase slice: wherever the installed version has it (newest first); the slice check is
+    # placed when any of these resolves, and install/status/doctor say so when none does
+    PatchSpec("tensorrt_llm._torch.pyexecutor.engine.runners.decoder.prepare", "InputPreparer",
+              (("_prepare_tp_inputs", prepare_tp_inputs_wrapper),), ("scheduled_requests",), required=False,
+              process="worker", role="slice",
+              upstream="tensorrt_llm/_torch/pyexecutor/engine/runners/decoder/prepare.py @ "
+                       "084628908c26f348f988792b66c07a99a8013ee3 (the lori-ren/TensorRT-LLM fork's runner split)"),
     PatchSpec("tensorrt_llm._torch.pyexecutor.engine.runners.decoder.runner", "DecoderRunner",
               (("_prepare_tp_inputs", prepare_tp_inputs_wrapper),), ("scheduled_requests",), required=False,
-              process="worker", upstream="tensorrt_llm/_torch/pyexecutor/engine/runners/decoder/runner.py @ "
-                                         "0ea8c1debd2aae24c7fceaf5474f0c627114cc6a"),
+              process="worker", role="slice",
+              upstream="tensorrt_llm/_torch/pyexecutor/engine/runners/decoder/runner.py @ "
+                       "0ea8c1debd2aae24c7fceaf5474f0c627114cc6a and @ fcc4432bef2a729ae6de0d29fdd89b7d15c87794"),
     PatchSpec("tensorrt_llm._torch.pyexecutor.model_engine", "PyTorchModelEngine",
               (("_prepare_tp_inputs", prepare_tp_inputs_wrapper),), ("scheduled_requests",), required=False,
-              process="worker", upstream="tensorrt_llm/_torch/pyexecutor/model_engine.py @ "
-                                         "1a0dc5f70054f66d892df6a964996fc5ead6f81e (before the runner refactor)"),
+              process="worker", role="slice",
+              upstream="tensorrt_llm/_torch/pyexecutor/model_engine.py @ "
+                       "1a0dc5f70054f66d892df6a964996fc5ead6f81e (before the runner refactor)"),
 )
 
 #: model modules that register Qwen3-VL-family processors; the zoo loads lazily, so install imports them

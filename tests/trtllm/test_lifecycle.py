@@ -38,8 +38,12 @@ def test_install_then_uninstall_restores_the_exact_originals(engine):
     before = _raw(targets)
     effective = [find_owner(cls, attr)[1] for cls, attr in targets]
     report = glue.install()
-    assert glue.is_installed() and report["installed"]
-    assert {h["state"] for h in report["hooks"]} == {"patched"}
+    assert glue.is_installed() and report["installed"] and report["mode"] == "carry"
+    # every hook point of the stand-in is patched; the lori-ren fork's InputPreparer is not in it
+    states = {h["target"].rpartition(":")[2]: h["state"] for h in report["hooks"]}
+    assert states.pop("InputPreparer._prepare_tp_inputs") == "unavailable"
+    assert set(states.values()) == {"patched"}
+    assert report["slice_check"]["placed"] and len(report["slice_check"]["where"]) == 2
     for (cls, attr), original in zip(targets, effective, strict=True):
         assert getattr(vars(cls)[attr], WRAPPER_MARK) == f"{cls.__module__}:{cls.__qualname__}.{attr}"
         assert not hasattr(original, WRAPPER_MARK)
@@ -213,17 +217,25 @@ def test_unsupported_version_refuses(engine):
         glue.install()
 
 
-def test_upstream_fix_makes_install_stand_down(engine):
-    """DisaggregatedParams with a multimodal_layout field: nothing is patched and status says why."""
+def test_upstream_carrier_installs_the_validator(engine):
+    """DisaggregatedParams with a multimodal_layout field: mode=validate; every hook point is patched (admission
+    validates the carried layout; the prefill hook only ever sees upstream's fallback for requests without it;
+    slice and ingress checks stay), and the prefill row says so."""
     from tensorrt_llm.disaggregated_params import DisaggregatedParams
 
     DisaggregatedParams.__dataclass_fields__["multimodal_layout"] = None
     targets = _targets()
-    before = _raw(targets)
+    before = dict(zip(targets, _raw(targets), strict=True))
     report = glue.install()
-    assert report["standing_down"] and report["upstream_fix_fields"] == ["multimodal_layout"]
-    assert not glue.is_installed()
-    assert all(a is b for a, b in zip(_raw(targets), before, strict=True))
+    assert report["installed"] and report["mode"] == "validate" and not report["standing_down"]
+    assert report["upstream_fix_fields"] == ["multimodal_layout"]
+    for cls, attr in targets:
+        assert hasattr(vars(cls)[attr], WRAPPER_MARK), (cls, attr)
+        assert glue.get_original((cls, attr)) is before[(cls, attr)] or attr == "_preprocess"
+    rows = {h["target"].rpartition(":")[2]: h for h in report["hooks"]}
+    prefill = rows["Qwen3VLInputProcessorBase.build_disagg_prefill_multimodal_inputs"]
+    assert prefill["state"] == "patched" and "without multimodal_layout" in prefill["reason"]
+    assert report["slice_check"]["placed"]
 
 
 def test_engine_modules_imported_before_or_after_install(engine):
@@ -254,8 +266,8 @@ def test_status_without_install_reports_found_hooks(engine):
     """status() probes without patching: every stand-in hook point is found."""
     report = glue.status()
     assert report["installed"] is False and report["tensorrt_llm"] == "1.3.0rc25"
-    assert report["upstream_fix_detected"] is False
-    assert {h["state"] for h in report["hooks"]} == {"found"}
+    assert report["upstream_fix_detected"] is False and report["mode"] == "carry"
+    assert {h["state"] for h in report["hooks"] if "InputPreparer" not in h["target"]} == {"found"}
     assert [(h["target"].rpartition(":")[2], h["wrapper"]) for h in report["hooks"]] == [
         ("MultimodalEncoder.generate_async", "_encoder.generate_async_wrapper"),
         ("MultimodalEncoder._preprocess", "_encoder.preprocess_wrapper"),
@@ -263,6 +275,7 @@ def test_status_without_install_reports_found_hooks(engine):
         ("Qwen3VLInputProcessorBase.build_disagg_prefill_multimodal_inputs", "_admission.prefill_wrapper"),
         ("BaseLLM._preprocess", "_admission.admission_wrapper"),
         ("BaseWorker._enqueue_request", "_worker.enqueue_request_wrapper"),
+        ("InputPreparer._prepare_tp_inputs", "_worker.prepare_tp_inputs_wrapper"),
         ("DecoderRunner._prepare_tp_inputs", "_worker.prepare_tp_inputs_wrapper"),
         ("PyTorchModelEngine._prepare_tp_inputs", "_worker.prepare_tp_inputs_wrapper")]
 

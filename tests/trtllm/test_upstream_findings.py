@@ -2,6 +2,7 @@
 
 import dataclasses
 import io
+import logging
 
 import pytest
 from trtllm_helpers import video_request
@@ -49,12 +50,15 @@ def _params_class_with(field):
     return DisaggregatedParams
 
 
-def test_stand_down_reads_the_params_class_llm_py_uses(engine, monkeypatch):
+def test_the_mode_reads_the_params_class_llm_py_uses(engine, monkeypatch):
     import tensorrt_llm.llmapi.llm as llm
 
     monkeypatch.setattr(llm, "DisaggregatedParams", _params_class_with("multimodal_layout"))
     report = glue.install()
-    assert report["standing_down"] and not glue.is_installed()
+    assert report["mode"] == "validate" and glue.is_installed() and not report["standing_down"]
+    out = io.StringIO()
+    run_doctor(None, out=out)
+    assert "mode          validate: upstream carries the layout" in out.getvalue()
 
 
 def test_a_runs_only_carrier_keeps_mm_handoff_and_says_so(engine, monkeypatch):
@@ -75,3 +79,23 @@ def test_a_vanished_slice_hook_is_shown_unavailable(engine):
     glue.install()
     row = next(r for r in glue.status()["hooks"] if r["target"].endswith("DecoderRunner._prepare_tp_inputs"))
     assert row["state"] == "unavailable" and row["reason"].startswith("slice check unavailable on this version")
+    assert glue.status()["slice_check"]["where"] == [
+        "tensorrt_llm._torch.pyexecutor.model_engine:PyTorchModelEngine._prepare_tp_inputs"]
+
+
+def test_no_slice_anywhere_is_said_plainly(engine, caplog):
+    """The slice moved somewhere the patch table does not know: install goes on (admission and ingress
+    still check), logs an error, status() says placed=False, doctor prints NOT PLACED and exits 1."""
+    from tensorrt_llm._torch.pyexecutor.engine.runners.decoder.runner import DecoderRunner
+    from tensorrt_llm._torch.pyexecutor.model_engine import PyTorchModelEngine
+
+    del DecoderRunner._prepare_tp_inputs
+    del PyTorchModelEngine._prepare_tp_inputs
+    with caplog.at_level(logging.ERROR, logger="mm_handoff.trtllm"):
+        report = glue.install()
+    assert glue.is_installed()
+    assert "slice check could NOT be placed" in caplog.text
+    assert report["slice_check"]["placed"] is False and "runners.decoder.prepare" in report["slice_check"]["reason"]
+    out = io.StringIO()
+    assert run_doctor(None, out=out) == 1
+    assert "slice check   NOT PLACED: none of the places upstream has sliced" in out.getvalue()

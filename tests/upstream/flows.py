@@ -196,3 +196,12 @@ def upstream_module(upstream, module: str, path: str):
     if upstream.tree.report().get(module, ("stub",))[0] != "upstream":
         pytest.skip(f"not applicable: this tree has no {path}")
     return imported
+
+
+def multimodal_params_of(result):
+    """The ``MultimodalParams`` in a ``_preprocess`` result, whatever its arity (five values up to the
+    release with ``query_token_ids``; four in upstream's carrier branch, which drops it)."""
+    found = [v for v in result if any(k.__name__ == "MultimodalParams" for k in type(v).__mro__)]
+    if len(found) != 1:
+        raise AssertionError(f"_preprocess returned {len(result)} values, {len(found)} of them MultimodalParams")
+    return found[0]

@@ -35,6 +35,9 @@ SCENARIO_ARGS: dict[str, Any] = {
     "max_num_tokens": None,
     "generation_config": None,       # not "auto": no generation_config.json defaults are applied
     "multimodal_config": None,       # no multimodal encoder cache (llm.py guards `is not None`)
+    # the overlap scheduler off: the PD request is context_only, which BaseWorker._enqueue_request refuses
+    # on the PyTorch backend with the overlap scheduler on (base_worker.py @ 7b437aaa, line 371)
+    "disable_overlap_scheduler": True,
 }
 
 

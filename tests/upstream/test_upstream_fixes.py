@@ -48,14 +48,16 @@ def _params_with(upstream, field: str):
     return DisaggregatedParams
 
 
-def test_stand_down_reads_the_params_class_llm_py_uses(upstream, glue, monkeypatch):
-    """Recent upstream moved DisaggregatedParams to executor/params/disaggregation.py; the stand-down check
-    must read the class ``llm.py`` imports, not the old module."""
+def test_the_mode_reads_the_params_class_llm_py_uses(upstream, glue, monkeypatch):
+    """Recent upstream moved DisaggregatedParams to executor/params/disaggregation.py; the carrier check
+    must read the class ``llm.py`` imports, not the old module: with upstream's carrier there, install
+    goes to mode=validate (no prefill rewrite, everything else patched)."""
     moved = _params_with(upstream, "multimodal_layout")
     upstream.tree.require("tensorrt_llm.executor.params.disaggregation", "tensorrt_llm.llmapi.llm")
     monkeypatch.setattr(upstream.llm, "DisaggregatedParams", moved)
     report = glue.install()
-    assert report["standing_down"] and report["upstream_fix_fields"] == ["multimodal_layout"]
+    assert report["mode"] == "validate" and report["installed"] and not report["standing_down"]
+    assert report["upstream_fix_fields"] == ["multimodal_layout"]
 
 
 def test_upstream_runs_carrier_is_decided_and_shown(upstream, glue, monkeypatch):
@@ -141,10 +143,13 @@ def test_upstreams_own_carrier_producer_without_its_consumer(upstream, model, gl
     ids (``MultimodalEncoder.build_prefill_disaggregated_params``). In a tree whose params class has no such
     field, install stays (upstream cannot carry the layout), and upstream's own producer fails on this tree's
     ``DisaggPrefillMultimodalInputs`` (no ``encoder_token_lengths``): producer read, consumer not. Given a
-    params class with the field, install stands down."""
+    params class with the field, install goes to mode=validate."""
     build = getattr(upstream.mm_encoder.MultimodalEncoder, "build_prefill_disaggregated_params", None)
     if build is None:
         pytest.skip("not applicable: this tree's mm_encoder.py has no build_prefill_disaggregated_params")
+    if "multimodal_layout" in getattr(flows.params_class(upstream), "__dataclass_fields__", {}):
+        pytest.skip("not applicable: this tree has the consumer too (its DisaggregatedParams carries "
+                    "multimodal_layout; test_upstream_carrier.py runs that flow)")
     report = glue.install()
     assert report["installed"] and not report["standing_down"]
     assert "multimodal_layout" not in report["upstream_carriers"]
@@ -155,4 +160,4 @@ def test_upstreams_own_carrier_producer_without_its_consumer(upstream, model, gl
     glue.uninstall()
     monkeypatch.setattr(upstream.llm, "DisaggregatedParams", _params_with(upstream, "multimodal_layout"))
     report = glue.install()
-    assert report["standing_down"] and report["upstream_fix_fields"] == ["multimodal_layout"]
+    assert report["mode"] == "validate" and report["upstream_fix_fields"] == ["multimodal_layout"]

@@ -66,7 +66,8 @@ def test_pd_side_with_install_uses_the_encoder_layout(upstream, models, glue, fa
     glue.install(policy="raise")
     _, out = _encode(upstream, model)
     pd = flows.pd_llm(upstream, model.processor, model.config)
-    ids, _, _, mm_params, _ = pd._preprocess({"prompt": flows.PROMPT}, None, flows.pd_params(upstream, out))
+    result = pd._preprocess({"prompt": flows.PROMPT}, None, flows.pd_params(upstream, out))
+    ids, mm_params = result[0], flows.multimodal_params_of(result)
     assert ids == out.prompt_token_ids
     mm_input = mm_params.multimodal_input
     layout = _layout(model, ids)

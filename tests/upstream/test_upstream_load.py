@@ -76,12 +76,13 @@ def _one(upstream, model, index: int) -> tuple:
         params.multimodal_embedding_handles[0] = dict(params.multimodal_embedding_handles[0], **{LAYOUT_KEY: stamp})
     pd = flows.pd_llm(upstream, model.processor, model.config)
     try:
-        ids, _, _, mm_params, _ = pd._preprocess({"prompt": inputs["prompt"]}, None, params)
+        preprocessed = pd._preprocess({"prompt": inputs["prompt"]}, None, params)
     except HandoffError as exc:
         result = ("refused" if corrupt else "unexpected-refusal", index, str(exc))
         _consume(upstream, *params.multimodal_embedding_handles, params.mrope_position_ids_handle,
                  params.mrope_position_deltas_handle)
     else:
+        ids, mm_params = preprocessed[0], flows.multimodal_params_of(preprocessed)
         mm_params.to_tensor("multimodal_data")  # upstream's restore, as BaseWorker._enqueue_request does
         rows = mm_params.multimodal_data["multimodal_embedding"][0].shape[0]
         pads = int(np.isin(np.asarray(ids), [model.config.image_token_id, model.config.video_token_id]).sum())

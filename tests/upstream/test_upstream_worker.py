@@ -46,8 +46,17 @@ class FakePyExecutor:
         return len(self.enqueued)
 
 
-def _sampling_params():
-    return Declared("SamplingParams", max_tokens=1, ignore_eos=False, end_id=2, pad_id=2, logprobs=None,
+def _sampling_params(upstream):
+    """Upstream's own ``SamplingParams`` where the tree has ``sampling_params.py``; else a declared one with
+    what ``_enqueue_request`` reads (``_decoder_output_token_prefix`` since base_worker.py @ 000bd1a6)."""
+    import importlib
+
+    module = importlib.import_module("tensorrt_llm.sampling_params")
+    if upstream.tree.report().get("tensorrt_llm.sampling_params", ("stub",))[0] == "upstream":
+        return module.SamplingParams(max_tokens=1, end_id=2, pad_id=2)
+    return Declared("SamplingParams", _decoder_output_token_prefix=(), return_routed_experts=False, max_tokens=1,
+                    ignore_eos=False, end_id=2,
+                    pad_id=2, logprobs=None,
                     logprobs_mode=None, logprobs_simple_format=False, lookahead_config=None, embedding_bias=None,
                     logits_processor=None, apply_batched_logits_processor=False,
                     _get_sampling_config=lambda: None, _get_output_config=lambda **kw: None,
@@ -62,11 +71,12 @@ def _worker(base_worker, upstream, monkeypatch):
                            doing_shutdown=True)  # never started: upstream's __del__ -> shutdown() returns at once
 
 
-def _generation_request(request_id, prompt_token_ids, mm_params, params):
+def _generation_request(upstream, request_id, prompt_token_ids, mm_params, params):
     return Declared("GenerationRequest", id=request_id, lora_request=None, prompt_adapter_request=None,
                     prompt_token_ids=list(prompt_token_ids), multimodal_params=mm_params,
-                    disaggregated_params=params, sampling_params=_sampling_params(), query_token_ids=None,
+                    disaggregated_params=params, sampling_params=_sampling_params(upstream), query_token_ids=None,
                     streaming=False, kv_cache_retention_config=None, encoder_input_token_ids=None, cache_salt=None,
+                    cache_salt_id=None,
                     priority=0.5, scheduling_params=None, conversation_params=None, arrival_time=None)
 
 
@@ -79,12 +89,13 @@ def _pd_request(upstream, model, request_id, short_mrope=False):
     out = enc.generate_async(flows.video_inputs(fps=2.0))
     params = flows.pd_params(upstream, out)
     pd = flows.pd_llm(upstream, model.processor, model.config)
-    ids, _, _, mm_params, _ = pd._preprocess({"prompt": flows.PROMPT}, None, params)
+    result = pd._preprocess({"prompt": flows.PROMPT}, None, params)
+    ids, mm_params = result[0], flows.multimodal_params_of(result)
     if short_mrope:
         container = upstream.shared_tensor.SharedTensorContainer
         mm_params.multimodal_data["mrope_config"]["mrope_position_ids"] = container.from_tensor(
             torch.zeros(3, 1, len(ids) - 5, dtype=torch.int64)).dump_to_dict()
-    return out, _generation_request(request_id, ids, mm_params, params)
+    return out, _generation_request(upstream, request_id, ids, mm_params, params)
 
 
 def test_ingress_installed_a_correct_request_passes_through_upstream_untouched(upstream, model, glue, base_worker,

@@ -41,6 +41,10 @@ REAL_MODULES = (
     "tensorrt_llm.disaggregated_params", "tensorrt_llm.executor.params.disaggregation",
     "tensorrt_llm._torch.shared_tensor", "tensorrt_llm._torch.shared_tensor.shared_tensor",
     "tensorrt_llm.executor.base_worker", "tensorrt_llm._torch.pyexecutor.model_engine",
+    # the context-phase slice, wherever the tree has it, and the request it reads
+    "tensorrt_llm._torch.pyexecutor.engine.runners.decoder.runner",
+    "tensorrt_llm._torch.pyexecutor.engine.runners.decoder.prepare",
+    "tensorrt_llm._torch.pyexecutor.llm_request", "tensorrt_llm.sampling_params",
 )
 #: the release of upstream issue #20138, whose hook-point code the newest stored files match
 DEFAULT_VERSION = "1.3.0rc25"
@@ -106,8 +110,17 @@ class _StubBase(metaclass=_StubMeta):
         return False
 
 
+#: a stubbed name that is an exception class by upstream's naming (``RequestError``, ``...Exception``):
+#: upstream raises and catches it, so the stub must be a real exception class
+_EXCEPTION_NAME = re.compile(r"[A-Z]\w*(Error|Exception)")
+
+
 def _stub_class(name: str) -> type:
-    return _StubMeta(name.rpartition(".")[2] or name, (_StubBase,), {"_mm_stub_pure": True, "__qualname__": name})
+    short = name.rpartition(".")[2] or name
+    if _EXCEPTION_NAME.fullmatch(short):
+        return type(short, (Exception,), {"__qualname__": short, "__module__": name.rpartition(".")[0] or name,
+                                          "_mm_stub_exception": True})
+    return _StubMeta(short, (_StubBase,), {"_mm_stub_pure": True, "__qualname__": name})
 
 
 class StubModule(types.ModuleType):
