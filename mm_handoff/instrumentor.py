@@ -103,7 +103,7 @@ class Instrumentor:
         raise NotImplementedError
 
     def _instrument(self, policy: Policy) -> bool:
-        """Apply the wrappers (through :meth:`apply`); ``False`` when the glue stands down unpatched."""
+        """Apply the wrappers (through :meth:`apply`); ``False`` when nothing was patched."""
         raise NotImplementedError
 
     def _uninstrument(self) -> None:
