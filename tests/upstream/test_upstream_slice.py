@@ -151,6 +151,9 @@ def _request(upstream, request_id, prompt, mm_data, begin=0, chunk=None):
                   get_tokens=lambda beam: list(prompt), get_num_tokens=lambda beam: len(prompt),
                   get_tokens_range=lambda beam, b, e: list(prompt[b:e]))
     module = importlib.import_module(LLM_REQUEST)
+    # what upstream's own __init__ sets in Python before the runner reads it (llm_request.py, 0ea8c1de:
+    # ``self._cached_tokens = 0``, ``self._cached_tokens_set = False``)
+    values.update(_cached_tokens=0, _cached_tokens_set=False)
     if upstream.tree.report().get(LLM_REQUEST, ("stub",))[0] == "upstream":
         request = upstream_object(module.LlmRequest, **values)
         assert type(request).__mro__[1] is module.LlmRequest  # upstream's class, every method its own
