@@ -48,7 +48,9 @@ def _inputs(index: int):
 
 
 def _shm_entries() -> int:
-    return len(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else 0
+    """This process's shared-memory files (torch names them ``torch_<pid>_...``; other processes' come and go)."""
+    mine = f"torch_{os.getpid()}_"
+    return sum(name.startswith(mine) for name in os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else 0
 
 
 def _consume(upstream, *handles):
