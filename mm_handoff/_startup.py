@@ -108,13 +108,11 @@ def setting_problems(environ=None) -> list:
     from .policy import resolve_policy
 
     env = os.environ if environ is None else environ
-    checks = [(_env.AUTOINSTALL, lambda: _env.env_flag(_env.AUTOINSTALL, env)),
-              (_env.ALLOW_UNPROTECTED, lambda: _env.env_flag(_env.ALLOW_UNPROTECTED, env)),
-              (_env.VLLM_CHECK, lambda: _env.env_flag(_env.VLLM_CHECK, env)),
-              (_env.POLICY, lambda: resolve_policy(environ=env)),
-              (_env.LIMITS, lambda: limits_from_env(env))]
+    readers = [lambda: _env.env_flag(_env.AUTOINSTALL, env), lambda: _env.env_flag(_env.ALLOW_UNPROTECTED, env),
+               lambda: _env.env_flag(_env.VLLM_CHECK, env), lambda: resolve_policy(environ=env),
+               lambda: limits_from_env(env)]
     problems = []
-    for _, read in checks:
+    for read in readers:
         try:
             read()
         except Exception as exc:  # each reader raises a HandoffError naming its variable
@@ -123,7 +121,10 @@ def setting_problems(environ=None) -> list:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    try:
+        text = " ".join(str(exc).split()) or type(exc).__name__
+    except Exception:  # an exception whose str() fails still stops the process with a line
+        text = type(exc).__name__
     return text if len(text) <= 1000 else text[:999] + "\u2026"
 
 
