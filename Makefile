@@ -32,8 +32,9 @@ lint: $(STAMP)
 
 test: lint
 	$(PY) -m pytest $(PYTEST_ARGS)
-	# the core's checks again in an optimised interpreter: nothing may depend on assert
-	$(PY) -O -m pytest tests/core -q -p no:cacheprovider
+	# the core's checks again in an optimised interpreter: nothing may depend on assert (every test once
+	# more; the properties with hypothesis's dev profile: the examples were drawn in full above)
+	HYPOTHESIS_PROFILE=dev $(PY) -O -m pytest tests/core -q -p no:cacheprovider
 
 bench: $(STAMP)
 	$(VENV)/bin/mm-handoff bench

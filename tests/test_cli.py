@@ -149,7 +149,7 @@ def test_every_path_that_is_no_regular_file_is_refused_unread(tmp_path, command)
     for path, kind in (("/dev/zero", "character device"), ("/dev/urandom", "character device"),
                        (str(fifo), "FIFO"), (str(tmp_path), "")):
         args = [path] if command == "inspect" else [path, path]
-        _one_line_error(cli(command, *args, timeout=30), path, kind)
+        _one_line_error(cli(command, *args, timeout=120), path, kind)
 
 
 def test_input_beyond_the_payload_limit_is_refused_not_cut(tmp_path):

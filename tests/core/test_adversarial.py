@@ -1,7 +1,7 @@
 """Adversarial inputs, one test per class of lie: payloads whose checksum is recomputed to match, grids and
 metadata that describe gigabytes, exotic objects, silent coercions and hostile plugins. Every input ends in
 a typed HandoffError naming its field (or in the correct answer), printed in under 1,000 characters,
-within 1 s and 100 MiB (``adversary.answer`` holds every call to those bounds)."""
+within 100 MiB (``adversary.answer`` holds every call to that bound, with a hang guard)."""
 
 from __future__ import annotations
 

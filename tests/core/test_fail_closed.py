@@ -1,7 +1,7 @@
 """Around the accept step: what feeds it, what it is bound to after it has run, the settings.
 
 One section per class of failure; each case ends in a typed HandoffError (named field, at most 1,000
-characters) or a correct answer, within 1 s and 100 MiB (``adversary.answer``).
+characters) or a correct answer, within 100 MiB (``adversary.answer``).
 """
 
 from __future__ import annotations

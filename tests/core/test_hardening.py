@@ -6,7 +6,7 @@ import concurrent.futures
 import json
 import subprocess
 import sys
-import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -204,26 +204,18 @@ def test_validate_garbage_prompt_ids(lay, ids):
         assert info.value.index == first_difference(lay.token_ids, as_ids)
 
 
-def test_reject_1e12_pads_fast():
-    """A payload of a few hundred bytes claiming 10**12 pads is rejected in microseconds."""
+def test_reject_1e12_pads_before_allocation():
+    """A payload of a few hundred bytes claiming 10**12 pads is refused before anything is allocated."""
     wire = get_adapter("qwen3_vl").derive_layout([1, 2, 3], mrope=False).to_wire()
     attack = json.dumps(dict(wire, length=10**12))
-    best = min(_time(lambda: _rejects(attack)) for _ in range(50))
-    assert best < 0.01  # measured ~10-30 us; the bound only guards against an allocation
-
-
-def _rejects(payload):
+    tracemalloc.start()
     try:
-        from_wire(payload)
-    except HandoffError:
-        return
-    raise RuntimeError("accepted")
-
-
-def _time(fn):
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
+        with pytest.raises(HandoffError):
+            from_wire(attack)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, peak  # one MiB: far below the 4 TB a materialised run would need
 
 
 @pytest.mark.parametrize("prefill_family, prefill_convention, field", [
