@@ -90,8 +90,8 @@ def encoder_side(req: Request, tokenizer, config):
     ids = adapter.rebuild_token_ids(raw, image_grid_thw=images, video_grid_thw=videos, video_metadata=metadata)
     layout = adapter.derive_layout(ids, image_grid_thw=images, video_grid_thw=videos)
     wire = json.loads(json.dumps(layout.to_wire()))
-    stamps = [adapter.video_timestamps(m, j) for j, m in enumerate(metadata or [])]
-    return adapter, layout, wire, raw, stamps
+    timestamps = [adapter.video_timestamps(m, j) for j, m in enumerate(metadata or [])]
+    return adapter, layout, wire, raw, timestamps
 
 
 def _grids(layout, modality):
@@ -124,7 +124,7 @@ def _sglang_sides(proc, req: Request, tokenizer, config) -> tuple:
     import mm_handoff
     import mm_handoff.sglang as glue
 
-    adapter, layout, wire, raw, stamps = encoder_side(req, tokenizer, config)
+    adapter, layout, wire, raw, timestamps = encoder_side(req, tokenizer, config)
     images, videos = _grids(layout, "image"), _grids(layout, "video")
     emb = {}
     for modality, key in ((Modality.IMAGE, "image"), (Modality.VIDEO, "video")):
@@ -133,8 +133,8 @@ def _sglang_sides(proc, req: Request, tokenizer, config) -> tuple:
             emb[modality] = torch.zeros(n, ROW_WIDTH)
     meta = {"img_grid_thw": None if images is None else torch.tensor(images),
             "video_grid_thw": None if videos is None else torch.tensor(videos)}
-    if stamps:
-        meta["video_timestamps"] = stamps
+    if timestamps:
+        meta["video_timestamps"] = timestamps
 
     def theirs():
         return proc.get_mm_data(raw, emb, **meta)
@@ -181,7 +181,7 @@ def _vllm_sides(proc, req: Request, tokenizer, config) -> tuple:
 
     import mm_handoff
 
-    adapter, layout, wire, raw, stamps = encoder_side(req, tokenizer, config)
+    adapter, layout, wire, raw, timestamps = encoder_side(req, tokenizer, config)
     images, videos = _grids(layout, "image"), _grids(layout, "video")
     data: dict = {}
     if images:
@@ -190,7 +190,7 @@ def _vllm_sides(proc, req: Request, tokenizer, config) -> tuple:
     if videos:
         n = sum(i.embedding_length for i in layout.items if i.modality == "video")
         data["video"] = {"video_embeds": torch.zeros(n, ROW_WIDTH), "video_grid_thw": torch.tensor(videos),
-                         "timestamps": stamps}
+                         "timestamps": timestamps}
 
     def theirs():
         return proc(raw, proc.info.parse_mm_data(data), hf_processor_mm_kwargs={})

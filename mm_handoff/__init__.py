@@ -1,14 +1,17 @@
 """mm-handoff: an exact encoder -> prefill/decode multimodal handoff for the Qwen3-VL family.
 
-The core (contract, checks, wire form, registry) needs only attrs and numpy. The HF reference
+The core (the contract in :mod:`mm_handoff.layout`, strict reading and bounds in :mod:`mm_handoff.reading`,
+the accept step in :mod:`mm_handoff.checks`, the family adapters and their registry in
+:mod:`mm_handoff.adapters`) needs only attrs and numpy. The HF reference
 engine (:mod:`mm_handoff.hf`) and the engine glue (:mod:`mm_handoff.trtllm`, :mod:`mm_handoff.vllm`)
 import their engines lazily, so ``import mm_handoff`` works without any of them.
 
 Everything else stays importable from its module (``mm_handoff.errors``, ``mm_handoff.checks``,
-``mm_handoff.spec``, ...); this namespace holds what a user calls.
+``mm_handoff.layout.spec``, ...); this namespace holds what a user calls.
 """
 
-from .checks import accept_layout, check_mrope_slice, check_skew, validate
+from .adapters.registry import get_adapter, register_adapter
+from .checks import SideFacts, accept_layout, check_mrope_slice, check_skew, validate
 from .errors import (
     AdapterError,
     AdapterNotFoundError,
@@ -20,11 +23,9 @@ from .errors import (
     TokenMismatchError,
     WireFormatError,
 )
-from .layout import HandoffLayout, MultimodalItem, PlaceholderRun
-from .limits import Limits
-from .policy import Policy
-from .registry import get_adapter, register_adapter
-from .spec import PAD_ONLY, REPLACE_WRAPPER, TokenSpec
+from .glue.policy import Policy
+from .layout import PAD_ONLY, REPLACE_WRAPPER, HandoffLayout, MultimodalItem, PlaceholderRun, TokenSpec
+from .reading import Limits
 
 __all__ = [
     "__version__",
@@ -37,6 +38,7 @@ __all__ = [
     "get_adapter",
     "register_adapter",
     "accept_layout",
+    "SideFacts",
     "validate",
     "check_mrope_slice",
     "check_skew",

@@ -10,8 +10,6 @@ from collections.abc import Callable, Hashable
 
 import numpy as np
 
-__all__ = ["ByteBoundedCache"]
-
 #: an array object's own size beside its data, plus the cache's bookkeeping per entry (measured: ~112 + ~100 B)
 _ARRAY_OVERHEAD = sys.getsizeof(np.empty(0)) + 100
 

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["TRUTHY", "FALSY", "env_flag", "AUTOINSTALL", "ALLOW_UNPROTECTED", "POLICY", "BLOCK_ADAPTERS", "VLLM_CHECK",
-           "TRTLLM_SRC", "SLOW", "CACHE", "LIMITS"]
-
 #: the values that turn a switch on (case-insensitive, surrounding blanks ignored)
 TRUTHY = ("1", "true", "yes", "on")
 #: the values that leave it off (unset is off too); any other value is an error, never a guess
@@ -30,7 +27,7 @@ VLLM_CHECK = "MM_HANDOFF_VLLM_CHECK"
 TRTLLM_SRC = "MM_HANDOFF_TRTLLM_SRC"
 #: run the slow test cases too
 SLOW = "MM_HANDOFF_SLOW"
-#: bounds on one request, ``name=value,...`` (:class:`mm_handoff.limits.Limits`)
+#: bounds on one request, ``name=value,...`` (:class:`mm_handoff.reading.Limits`)
 LIMITS = "MM_HANDOFF_LIMITS"
 #: where the offline tokenizers are cached (``<dir>/tokenizers``; default ``~/.cache/mm-handoff``)
 CACHE = "MM_HANDOFF_CACHE"

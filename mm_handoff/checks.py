@@ -1,4 +1,4 @@
-"""The checking room: the one accept step on a carried layout, and every check it is made of.
+"""The accept step on a carried layout, and every check it is made of.
 
 The prefill side receives the encoder's layout (its wire form, or an already decoded
 :class:`~mm_handoff.layout.HandoffLayout`) with the embeddings, and must not run it unless every
@@ -6,7 +6,7 @@ part agrees with what this side holds. :func:`accept_layout` is that step, in on
 engine (the TensorRT-LLM glue, ``prefill_request``, the HF reference engine, the vLLM glue);
 :func:`validate` is the same step on an already decoded layout, with or without this side's adapter:
 
-1. decode the wire form (bounded by :class:`~mm_handoff.limits.Limits`, checksummed before any
+1. decode the wire form (bounded by :class:`~mm_handoff.reading.Limits`, checksummed before any
    layout object is built, re-validated: a layout's timestamps, spans and groups follow from its ids);
 2. mRoPE ids (or their shape) about to be sliced cover the prompt exactly (the silent slice of
    TensorRT-LLM #20138);
@@ -25,11 +25,11 @@ engine (the TensorRT-LLM glue, ``prefill_request``, the HF reference engine, the
    requests, or a prompt edited on the way, fail loudly).
 
 Without an adapter (``validate(layout)``) steps 3 and 4's delta are skipped and a prompt must be the
-expanded ids. What an engine checks without a layout is here too: the mRoPE slice
-(:func:`check_mrope_slice`), and, from the room's floor of checks on ids alone
-(:mod:`mm_handoff.id_checks`), :func:`check_prompt_pads` (a prompt's pads vs the encoder's rows) and
-:func:`check_placeholders` (one placeholder per item before an engine expands them). The engine glue
-calls into this room and adds only what is its own.
+expanded ids. This side's facts travel through the step as one value, :class:`SideFacts`. What an engine
+checks without a layout is here too: the mRoPE slice (:func:`check_mrope_slice`), a prompt's pads vs the
+encoder's rows (:func:`check_prompt_pads`) and one placeholder per item before an engine expands them
+(:func:`check_placeholders`); two id sequences are compared by
+:func:`~mm_handoff.layout.tokens.check_token_ids`. The engine glue calls these and adds only what is its own.
 
 Pure functions. Each failure is a typed :class:`HandoffError` naming the request, the field, the
 expected and the actual value, plus the likely cause. An adapter that fails in another way (a
@@ -41,9 +41,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import numpy as np
 
+from .adapters.base import typed_adapter
+from .adapters.families import same_family
 from .errors import (
+    STOCK_HINT,
     AdapterError,
     EmbeddingCountError,
     FingerprintMismatchError,
@@ -51,57 +55,49 @@ from .errors import (
     HandoffError,
     MropeLengthError,
     SkewError,
+    TokenMismatchError,
     typed_failures,
 )
-from .id_checks import STOCK_HINT, check_placeholders, check_prompt_pads, check_token_ids, first_difference
-from .items import IMAGE, VIDEO
 from .layout import HandoffLayout
-from .limits import check_frame_total, resolve_limits
-from .shapes import embedding_rows_of, embedding_shapes_of, read_count, shape_of
-from .spec import TokenSpec, normalize_grids
-from .tokens import readonly_ids
-
-__all__ = ["accept_layout", "validate", "check_mrope_slice", "check_skew", "check_grid", "check_embedding_rows",
-           "check_token_ids", "check_prompt_pads", "check_placeholders", "first_difference", "shape_of",
-           "embedding_shapes_of", "embedding_rows_of", "call_adapter", "adapter_value"]
-
-
-# ----------------------------------------------------------------------- reading untrusted values
-def call_adapter(adapter, method: str, *args, request_id=None, **kwargs):
-    """``adapter.method(*args, **kwargs)``; a failure that is not a HandoffError becomes an AdapterError."""
-    try:
-        return getattr(adapter, method)(*args, **kwargs)
-    except HandoffError as exc:
-        exc.with_request(request_id)
-        raise
-    except Exception as exc:  # a third-party adapter's bug must reach the policy as a typed error
-        raise AdapterError(f"adapter.{method}", f"{method}() of {_described(adapter)} to succeed",
-                           _described(exc), request_id=request_id,
-                           hint="the family adapter failed; see the chained exception") from exc
-
-
-def adapter_value(adapter, name: str, *, request_id=None):
-    """``adapter.<name>`` (an attribute or property); an untyped failure becomes an AdapterError."""
-    try:
-        return getattr(adapter, name)
-    except HandoffError as exc:
-        exc.with_request(request_id)
-        raise
-    except Exception as exc:  # a third-party adapter's bug reaches the policy as a typed error
-        raise AdapterError(f"adapter.{name}", f"{name} of {_described(adapter)}", _described(exc),
-                           request_id=request_id) from exc
-
-
-def _described(obj) -> str:
-    """``repr`` of an adapter, or ``Type: message`` of an exception, even when those raise themselves."""
-    try:
-        return f"{type(obj).__name__}: {obj}" if isinstance(obj, BaseException) else repr(obj)
-    except Exception:
-        return f"<{type(obj).__name__}>"
-
+from .layout.items import IMAGE, VIDEO
+from .layout.spec import TokenSpec, normalize_grids
+from .layout.tokens import check_token_ids, readonly_ids
+from .reading import check_frame_total, embedding_shapes_of, read_count, resolve_limits, shape_of
 
 
 # ------------------------------------------------------------------------------------ the checks
+@typed_failures("prompt_token_ids", EmbeddingCountError)
+def check_prompt_pads(prompt_token_ids, spec: TokenSpec, rows: int, *, request_id=None, limits=None) -> None:
+    """Without a layout: the image/video pads in a prompt are as many as the encoder's embedding rows."""
+    rows = read_count(rows, "rows", request_id, EmbeddingCountError)
+    ids = readonly_ids(prompt_token_ids, "prompt_token_ids", max_len=resolve_limits(limits).max_prompt_len)
+    found = int(np.count_nonzero((ids == spec.image_pad) | (ids == spec.video_pad)))
+    if found != rows:
+        raise EmbeddingCountError("prompt_token_ids (image/video pads)", f"{rows} (rows of the encoder's embeddings)",
+                                  found, request_id=request_id)
+
+
+@typed_failures("prompt_token_ids")
+def check_placeholders(prompt_token_ids, spec: TokenSpec, *, images: int, videos: int,
+                       field: str = "prompt_token_ids before expansion", hint: str | None = None,
+                       request_id=None, limits=None) -> None:
+    """Before an engine expands a prompt: one ``<|image_pad|>`` per image and one ``<|video_pad|>`` per
+    video (a prompt that was already expanded fails at its first surplus pad)."""
+    images = read_count(images, "images", request_id, HandoffError)
+    videos = read_count(videos, "videos", request_id, HandoffError)
+    raw = readonly_ids(prompt_token_ids, "prompt_token_ids", max_len=resolve_limits(limits).max_prompt_len)
+    for name, pad, count in (("<|image_pad|>", spec.image_pad, images), ("<|video_pad|>", spec.video_pad, videos)):
+        places = np.flatnonzero(raw == pad)
+        if len(places) <= count:
+            continue
+        index = int(places[count])
+        lo = max(0, index - 3)
+        raise TokenMismatchError(
+            field, f"{count} {name} (one per item)", f"{len(places)} {name}",
+            index=index, expected_context=f"no {name} after the item's placeholder",
+            actual_context=raw[lo:index + 4].tolist(), request_id=request_id, hint=hint)
+
+
 @typed_failures("mrope_position_ids", MropeLengthError)
 def check_mrope_slice(mrope_position_ids_or_shape, prompt_len: int, *, begin: int = 0,
                       end: int | None = None, request_id=None) -> int:
@@ -205,7 +201,7 @@ def check_skew(layout: HandoffLayout, *, family: str, convention: str, tokenizer
                         "None", {"family": family, "convention": convention, "tokenizer_digest": tokenizer_digest,
                                  "spec": type(spec).__name__}, request_id=request_id,
                         hint="the adapter does not follow the protocol")
-    if layout.family != family and not _aliases(layout.family, family):
+    if not same_family(layout.family, family):
         raise SkewError("family", f"{family} (prefill)", f"{layout.family} (encoder)", request_id=request_id,
                         hint="encoder and prefill serve different model families")
     if spec is not None and layout.spec != spec:
@@ -232,23 +228,42 @@ def _first_spec_difference(ours: TokenSpec, theirs: TokenSpec) -> tuple:
     return "spec", a, b
 
 
-_ALIASES = ({"cosmos3", "cosmos3_omni"},)
-
-
-def _aliases(a: str, b: str) -> bool:
-    return any(a in group and b in group for group in _ALIASES)
-
-
 # ------------------------------------------------------------------------------ the accept step
-def _check_mrope(layout: HandoffLayout, adapter, mrope_position_ids, prompt_token_ids, limits, request_id) -> None:
+@attrs.frozen
+class SideFacts:
+    """What this (prefill) side holds for one request, to check a carried layout against: one value through
+    the accept step. Every field is optional; what is given is checked (see :func:`validate`)."""
+
+    #: tensors, arrays or handle dicts, one per item; or their ``(rows, width)`` shapes; or the rows alone (a
+    #: total, or one count per item): at most one of the three
+    embeddings: Any = None
+    embedding_shapes: Any = None
+    embedding_rows: Any = None
+    #: this request's own prompt (expanded, or as the engine holds it before expansion)
+    prompt_token_ids: Any = None
+    #: the mRoPE ids (or their shape) about to be sliced
+    mrope_position_ids: Any = None
+    #: this request's own grids and video metadata (fps, frames_indices per video), when the engine has them
+    image_grid_thw: Any = None
+    video_grid_thw: Any = None
+    video_metadata: Any = None
+    #: the encoder's ``layout.fingerprint(include_mrope=False)``
+    fingerprint: Any = None
+    #: the bounds of this request (:class:`~mm_handoff.reading.Limits`; None: the process default)
+    limits: Any = None
+    request_id: Any = None
+
+
+def _check_mrope(layout: HandoffLayout, adapter, side: SideFacts) -> None:
     """Step 2. Without an adapter a prompt must be the expanded ids, so the layout's own mRoPE ids are
     what would be sliced to a prompt of another length."""
-    if mrope_position_ids is not None:
-        check_mrope_slice(mrope_position_ids, layout.prompt_len, request_id=request_id)
-    elif adapter is None and prompt_token_ids is not None and layout.mrope_position_ids is not None:
-        ids = readonly_ids(prompt_token_ids, "prompt_token_ids", max_len=resolve_limits(limits).max_prompt_len)
+    if side.mrope_position_ids is not None:
+        check_mrope_slice(side.mrope_position_ids, layout.prompt_len, request_id=side.request_id)
+    elif adapter is None and side.prompt_token_ids is not None and layout.mrope_position_ids is not None:
+        ids = readonly_ids(side.prompt_token_ids, "prompt_token_ids",
+                           max_len=resolve_limits(side.limits).max_prompt_len)
         if ids.shape[0] != layout.prompt_len:
-            check_mrope_slice(layout.mrope_position_ids, int(ids.shape[0]), request_id=request_id)
+            check_mrope_slice(layout.mrope_position_ids, int(ids.shape[0]), request_id=side.request_id)
 
 
 def _values_of(mrope_position_ids, request_id):
@@ -265,103 +280,145 @@ def _values_of(mrope_position_ids, request_id):
     return arr.reshape(3, -1)
 
 
-def _check_mrope_values(layout: HandoffLayout, adapter, mrope_position_ids, request_id) -> None:
+def _check_mrope_values(layout: HandoffLayout, adapter, side: SideFacts) -> None:
     """mRoPE ids held in this process (the layout's own, or the ids about to be sliced) are the adapter's for
     the layout's ids and grids, value by value (rows swapped or shifted ids have the right shape)."""
+    rid = side.request_id
     held = [(f, v) for f, v in (("layout.mrope_position_ids", layout.mrope_position_ids),
-                                ("mrope_position_ids", _values_of(mrope_position_ids, request_id))) if v is not None]
+                                ("mrope_position_ids", _values_of(side.mrope_position_ids, rid))) if v is not None]
     if not held:
         return
-    own, _ = call_adapter(adapter, "mrope_positions", layout.token_ids, image_grid_thw=_grids_of(layout, IMAGE),
-                          video_grid_thw=_grids_of(layout, VIDEO), request_id=request_id)
+    own, _ = adapter.mrope_positions(layout.token_ids, image_grid_thw=_grids_of(layout, IMAGE),
+                                     video_grid_thw=_grids_of(layout, VIDEO), request_id=rid)
     for field, values in held:
         if not np.array_equal(own, values):
             bad = np.argwhere(np.asarray(own) != values)[0] if own.shape == values.shape else None
             raise MropeLengthError(field, "the adapter's mRoPE ids for the layout's ids and grids",
                                    "other values" if bad is None else
                                    f"{int(values[tuple(bad)])} at row {int(bad[0])}, position {int(bad[1])} "
-                                   f"(expected {int(own[tuple(bad)])})", request_id=request_id,
+                                   f"(expected {int(own[tuple(bad)])})", request_id=rid,
                                    hint="the mRoPE ids were not computed for this prompt's layout")
 
 
-def _check_side(layout: HandoffLayout, adapter, request_id) -> None:
+def _check_side(layout: HandoffLayout, adapter, side: SideFacts) -> None:
     """Step 3: the layout is read with this side's family, spec, tokenizer and convention."""
-    check_skew(layout, family=adapter_value(adapter, "family", request_id=request_id),
-               convention=adapter_value(adapter, "convention", request_id=request_id),
-               tokenizer_digest=adapter_value(adapter, "tokenizer_digest", request_id=request_id),
-               spec=adapter_value(adapter, "spec", request_id=request_id), request_id=request_id)
+    check_skew(layout, family=adapter.family, convention=adapter.convention,
+               tokenizer_digest=adapter.tokenizer_digest, spec=adapter.spec, request_id=side.request_id)
 
 
 def _grids_of(layout: HandoffLayout, modality: str) -> list:
     return [i.grid_thw for i in layout.items if i.modality == modality]
 
 
-def _check_delta(layout: HandoffLayout, adapter, request_id) -> None:
+def _check_delta(layout: HandoffLayout, adapter, side: SideFacts) -> None:
     """A carried mRoPE delta is what the adapter computes from the ids and the layout's grids."""
     if layout.mrope_position_delta is None:
         return
-    own = call_adapter(adapter, "layout_mrope_delta", layout, request_id=request_id)
+    own = adapter.layout_mrope_delta(layout, request_id=side.request_id)
     if type(own) is not int and not isinstance(own, np.integer):
-        raise AdapterError("adapter.layout_mrope_delta", "an int", type(own).__name__, request_id=request_id)
+        raise AdapterError("adapter.layout_mrope_delta", "an int", type(own).__name__, request_id=side.request_id)
     if own != layout.mrope_position_delta:
         raise GridMismatchError("mrope_position_delta", f"{own} (from the ids and the layout's grids)",
-                                layout.mrope_position_delta, request_id=request_id,
+                                layout.mrope_position_delta, request_id=side.request_id,
                                 hint="the grids or the delta were changed after the encoder computed them")
 
 
-def _check_own_grids(layout: HandoffLayout, image_grid_thw, video_grid_thw, limits, request_id) -> None:
+def _check_own_grids(layout: HandoffLayout, side: SideFacts) -> None:
     """This request's own grids (what the engine holds, when it does) equal the layout's, in order."""
-    for modality, given in ((IMAGE, image_grid_thw), (VIDEO, video_grid_thw)):
+    for modality, given in ((IMAGE, side.image_grid_thw), (VIDEO, side.video_grid_thw)):
         if given is None:
             continue
         field = f"{modality}_grid_thw"
-        own = normalize_grids(given, field, merge_size=layout.spec.merge_size, limits=limits)
+        own = normalize_grids(given, field, merge_size=layout.spec.merge_size, limits=side.limits)
         if own != _grids_of(layout, modality):
             raise GridMismatchError(field, f"{own} (this request's)", _grids_of(layout, modality),
-                                    request_id=request_id, hint="the carried layout describes other images or videos")
+                                    request_id=side.request_id,
+                                    hint="the carried layout describes other images or videos")
 
 
-def _check_embeddings(layout: HandoffLayout, adapter, embeddings, embedding_shapes, embedding_rows,
-                      request_id) -> None:
+def _check_video_metadata(layout: HandoffLayout, adapter, side: SideFacts) -> None:
+    """This request's own video metadata gives the layout's timestamps (all of its frame lists bounded)."""
+    if side.video_metadata is None:
+        return
+    if adapter is None:
+        raise HandoffError("video_metadata", "this side's adapter to read it with", None, request_id=side.request_id)
+    check_frame_total(side.video_metadata, side.limits, request_id=side.request_id)
+    adapter.check_video_metadata(layout, side.video_metadata, request_id=side.request_id)
+
+
+def _check_embeddings(layout: HandoffLayout, adapter, side: SideFacts) -> None:
     """Step 5: one embedding per item of ``[rows, width]``, rows per item == pads per item, the adapter's
     row width; or the rows alone (a total, or one count per item)."""
-    if sum(v is not None for v in (embeddings, embedding_shapes, embedding_rows)) > 1:
+    rid = side.request_id
+    embeddings, embedding_shapes = side.embeddings, side.embedding_shapes
+    if sum(v is not None for v in (embeddings, embedding_shapes, side.embedding_rows)) > 1:
         raise HandoffError("embeddings", "one of embeddings, embedding_shapes or embedding_rows", "several",
-                           request_id=request_id)
-    if embedding_rows is not None:
-        check_embedding_rows(layout, embedding_rows, request_id=request_id)
+                           request_id=rid)
+    if side.embedding_rows is not None:
+        check_embedding_rows(layout, side.embedding_rows, request_id=rid)
     if embeddings is None and embedding_shapes is None:
         return
     given = embeddings if embeddings is not None else embedding_shapes
     if isinstance(given, (list, tuple)) and len(given) != len(layout.items):  # counted before any shape is read
         raise EmbeddingCountError("embeddings", f"{len(layout.items)} (one per image/video)", len(given),
-                                  request_id=request_id)
-    shapes = embedding_shapes_of(embeddings if embeddings is not None else embedding_shapes,
-                                 field="embeddings" if embeddings is not None else "embedding_shapes",
-                                 request_id=request_id)
+                                  request_id=rid)
+    shapes = embedding_shapes_of(given, field="embeddings" if embeddings is not None else "embedding_shapes",
+                                 request_id=rid)
     if len(shapes) != len(layout.items):
         raise EmbeddingCountError("embeddings", f"{len(layout.items)} (one per image/video)", len(shapes),
-                                  request_id=request_id)
+                                  request_id=rid)
     for i, shape in enumerate(shapes):
         if len(shape) != 2:
-            raise EmbeddingCountError(f"embeddings[{i}].shape", "[rows, width]", list(shape), request_id=request_id)
+            raise EmbeddingCountError(f"embeddings[{i}].shape", "[rows, width]", list(shape), request_id=rid)
     rows = [s[0] for s in shapes]  # (plain ints: the shapes were read strictly)
     if rows != layout.multimodal_embedding_lengths:
-        check_embedding_rows(layout, rows, request_id=request_id)
-    width = None if adapter is None else adapter_value(adapter, "handle_row_width", request_id=request_id)
+        check_embedding_rows(layout, rows, request_id=rid)
+    width = None if adapter is None else adapter.handle_row_width
     for i, shape in enumerate(shapes):
         if width is not None and shape[1] != width:
             raise EmbeddingCountError(f"embeddings[{i}].shape[1]", f"{width} (hidden size x (1 + deepstack levels))",
-                                      shape[1], request_id=request_id)
+                                      shape[1], request_id=rid)
 
 
-def _check_own_prompt(layout: HandoffLayout, adapter, prompt_token_ids, limits, request_id) -> None:
+def _check_fingerprint(layout: HandoffLayout, side: SideFacts) -> None:
+    """Step 6: the layout is the one the encoder described, when its fingerprint is given."""
+    if side.fingerprint is not None and side.fingerprint != layout.fingerprint(include_mrope=False):
+        raise FingerprintMismatchError("fingerprint", side.fingerprint, layout.fingerprint(include_mrope=False),
+                                       request_id=side.request_id,
+                                       hint="the prefill layout is not the one the encoder described")
+
+
+def _check_own_prompt(layout: HandoffLayout, adapter, side: SideFacts) -> None:
     """Step 7: the expanded ids equal the layout's; an un-expanded prompt re-expands to them exactly."""
-    ids = readonly_ids(prompt_token_ids, "prompt_token_ids", max_len=resolve_limits(limits).max_prompt_len)
+    if side.prompt_token_ids is None:
+        return
+    ids = readonly_ids(side.prompt_token_ids, "prompt_token_ids", max_len=resolve_limits(side.limits).max_prompt_len)
     if ids.shape[0] == layout.prompt_len or adapter is None:  # expanded (a P -> D hop passes the encoder's ids)
-        check_token_ids(layout.token_ids, ids, request_id=request_id, field="prompt_token_ids", limits=limits)
+        check_token_ids(layout.token_ids, ids, request_id=side.request_id, field="prompt_token_ids",
+                        limits=side.limits)
     else:
-        call_adapter(adapter, "check_prompt", layout, ids, request_id=request_id)
+        adapter.check_prompt(layout, ids, request_id=side.request_id)
+
+
+def check_layout(layout: HandoffLayout, adapter, side: SideFacts) -> HandoffLayout:
+    """The accept step's checks (see the module doc) of a decoded layout against ``side``, in order; returns
+    the layout unchanged, raises on the first failure. ``adapter``: this side's (typed), or None."""
+    if not isinstance(layout, HandoffLayout):
+        raise HandoffError("layout", "a HandoffLayout (accept_layout decodes a wire payload)", type(layout).__name__,
+                           request_id=side.request_id)
+    _check_mrope(layout, adapter, side)
+    if adapter is not None:
+        _check_side(layout, adapter, side)
+    check_grid(layout, request_id=side.request_id)
+    if adapter is not None:
+        _check_delta(layout, adapter, side)
+        _check_mrope_values(layout, adapter, side)
+    _check_own_grids(layout, side)
+    _check_video_metadata(layout, adapter, side)
+    _check_embeddings(layout, adapter, side)
+    _check_fingerprint(layout, side)
+    _check_own_prompt(layout, adapter, side)
+    return layout
 
 
 @typed_failures("handoff")
@@ -370,39 +427,13 @@ def validate(layout: HandoffLayout, adapter=None, *, embeddings=None, embedding_
              video_metadata=None, fingerprint: str | None = None, limits=None, request_id=None) -> HandoffLayout:
     """The accept step (see the module doc) on a decoded layout; returns it unchanged, raises on the first
     failure. ``adapter``: this side's family adapter; without it the checks that need one are skipped.
-
-    ``embeddings`` (tensors, arrays or handle dicts, one per item), ``embedding_shapes`` (``(rows, width)``
-    per item) or ``embedding_rows`` (a total, or per item): at most one. ``prompt_token_ids``: this
-    request's own prompt. ``mrope_position_ids``: the ids (or their shape) about to be sliced.
-    ``image_grid_thw`` / ``video_grid_thw``: this request's own grids, when the engine has them.
-    ``video_metadata``: this request's own video metadata (one per video: fps, frames_indices), when the
-    engine has it: the layout's timestamps must be the ones it gives (the ids alone cannot tell an honest
-    timestamp from a forged one). ``fingerprint``: the encoder's ``layout.fingerprint(include_mrope=False)``.
+    The other arguments are this side's facts (:class:`SideFacts`, where each is described).
     """
-    if not isinstance(layout, HandoffLayout):
-        raise HandoffError("layout", "a HandoffLayout (accept_layout decodes a wire payload)", type(layout).__name__,
-                           request_id=request_id)
-    _check_mrope(layout, adapter, mrope_position_ids, prompt_token_ids, limits, request_id)
-    if adapter is not None:
-        _check_side(layout, adapter, request_id)
-    check_grid(layout, request_id=request_id)
-    if adapter is not None:
-        _check_delta(layout, adapter, request_id)
-        _check_mrope_values(layout, adapter, mrope_position_ids, request_id)
-    _check_own_grids(layout, image_grid_thw, video_grid_thw, limits, request_id)
-    if video_metadata is not None:
-        if adapter is None:
-            raise HandoffError("video_metadata", "this side's adapter to read it with", None, request_id=request_id)
-        check_frame_total(video_metadata, limits, request_id=request_id)
-        call_adapter(adapter, "check_video_metadata", layout, video_metadata, request_id=request_id)
-    _check_embeddings(layout, adapter, embeddings, embedding_shapes, embedding_rows, request_id)
-    if fingerprint is not None and fingerprint != layout.fingerprint(include_mrope=False):
-        raise FingerprintMismatchError("fingerprint", fingerprint, layout.fingerprint(include_mrope=False),
-                                       request_id=request_id,
-                                       hint="the prefill layout is not the one the encoder described")
-    if prompt_token_ids is not None:
-        _check_own_prompt(layout, adapter, prompt_token_ids, limits, request_id)
-    return layout
+    side = SideFacts(embeddings=embeddings, embedding_shapes=embedding_shapes, embedding_rows=embedding_rows,
+                     prompt_token_ids=prompt_token_ids, mrope_position_ids=mrope_position_ids,
+                     image_grid_thw=image_grid_thw, video_grid_thw=video_grid_thw, video_metadata=video_metadata,
+                     fingerprint=fingerprint, limits=limits, request_id=request_id)
+    return check_layout(layout, None if adapter is None else typed_adapter(adapter), side)
 
 
 @typed_failures("handoff")
@@ -411,15 +442,13 @@ def accept_layout(carried: Any, adapter, *, embeddings=None, embedding_shapes=No
                   video_metadata=None, limits=None, request_id=None) -> HandoffLayout:
     """The encoder's layout, decoded and checked against this side (see the module doc); raises on any
     mismatch. ``carried``: a wire payload (dict) or a :class:`HandoffLayout`. ``adapter``: this side's
-    family adapter. ``limits``: the bounds the payload is decoded under (:class:`~mm_handoff.limits.Limits`).
-    The other arguments are :func:`validate`'s.
+    family adapter. ``limits``: the bounds the payload is decoded under (:class:`~mm_handoff.reading.Limits`).
+    The other arguments are this side's facts (:class:`SideFacts`).
     """
-    if isinstance(carried, HandoffLayout):
-        layout = carried
-    else:
-        layout = HandoffLayout.from_wire(carried, limits=limits, request_id=request_id)
-    return validate(layout, adapter, embeddings=embeddings, embedding_shapes=embedding_shapes,
-                    embedding_rows=embedding_rows, prompt_token_ids=prompt_token_ids,
-                    mrope_position_ids=mrope_position_ids, image_grid_thw=image_grid_thw,
-                    video_grid_thw=video_grid_thw, video_metadata=video_metadata, limits=limits,
-                    request_id=request_id)
+    side = SideFacts(embeddings=embeddings, embedding_shapes=embedding_shapes, embedding_rows=embedding_rows,
+                     prompt_token_ids=prompt_token_ids, mrope_position_ids=mrope_position_ids,
+                     image_grid_thw=image_grid_thw, video_grid_thw=video_grid_thw, video_metadata=video_metadata,
+                     limits=limits, request_id=request_id)
+    layout = carried if isinstance(carried, HandoffLayout) else \
+        HandoffLayout.from_wire(carried, limits=limits, request_id=request_id)
+    return check_layout(layout, None if adapter is None else typed_adapter(adapter), side)

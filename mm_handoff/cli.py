@@ -14,9 +14,6 @@ import stat
 import sys
 from collections.abc import Sequence
 
-__all__ = ["main"]
-
-
 from .errors import UsageError  # a user-facing failure: printed as one line, exit code 2
 
 
@@ -53,7 +50,7 @@ _KINDS = {stat.S_IFIFO: "FIFO", stat.S_IFCHR: "character device", stat.S_IFBLK: 
 def _read_json(path: str):
     """The file's JSON, its size and its number of objects, lists and values bounded before it is parsed
     (what the largest layout, token list or ``{"token_ids", grids}`` object allowed by the limits holds)."""
-    from .limits import resolve_limits
+    from .reading import resolve_limits
 
     limits = resolve_limits(None)
     try:
@@ -122,7 +119,7 @@ def load_layout(path: str, *, family: str | None = None, image_grid_thw=None, vi
 
 # ---------------------------------------------------------------------------------- commands
 def cmd_inspect(args) -> int:
-    from .summary import format_layout, layout_summary
+    from .layout.summary import format_layout, layout_summary
 
     layout = load_layout(args.file, family=args.family, image_grid_thw=args.image_grid_thw,
                          video_grid_thw=args.video_grid_thw)
@@ -133,8 +130,8 @@ def cmd_inspect(args) -> int:
 
 def describe_difference(a, b) -> str | None:
     """The first difference between two layouts, in words; None when equal."""
-    from .checks import check_token_ids
     from .errors import TokenMismatchError
+    from .layout.tokens import check_token_ids
 
     if a.family != b.family:
         return f"family: {a.family} vs {b.family}"
@@ -205,7 +202,7 @@ def cmd_demo(args) -> int:
     if args.engine == "vllm":
         from .vllm.demo import run_demo as run_vllm_demo
         return run_vllm_demo(args)
-    from .demo import run_demo
+    from .hf.demo import run_demo
     return run_demo(args)
 
 
@@ -227,12 +224,12 @@ def cmd_bench(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    from .doctor import run_doctor
+    from .trtllm.doctor import run_doctor
     return run_doctor(args)
 
 
 def cmd_run(args) -> int:
-    from ._launcher import run_command
+    from .trtllm._launcher import run_command
     return run_command(args.command)
 
 

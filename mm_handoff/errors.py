@@ -17,29 +17,6 @@ import itertools
 import reprlib
 from typing import Any
 
-__all__ = [
-    "HandoffError",
-    "LayoutError",
-    "MropeLengthError",
-    "EmbeddingCountError",
-    "GridMismatchError",
-    "FingerprintMismatchError",
-    "TokenMismatchError",
-    "WireFormatError",
-    "WireVersionError",
-    "WireChecksumError",
-    "WireLimitError",
-    "SkewError",
-    "AdapterError",
-    "AdapterNotFoundError",
-    "AdapterAlreadyRegisteredError",
-    "AdapterRegistrationError",
-    "EngineNotSupportedError",
-    "UsageError",
-    "typed_failures",
-]
-
-
 #: the longest a value prints in a message, and the longest a message prints; the values themselves
 #: stay whole on the exception's attributes
 MAX_VALUE_CHARS = 400
@@ -116,6 +93,11 @@ def _short_text(text: Any) -> str:
 
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else f"{text[:limit]}...({len(text) - limit} more chars)"
+
+
+#: the likely cause when the prefill side has fewer ids (or runs) than the encoder
+STOCK_HINT = ("the prefill side likely rebuilt the prompt from text (one pad run per item, no timestamps); "
+              "ship the encoder's layout or rebuild it with the family adapter")
 
 
 class HandoffError(ValueError):
@@ -236,15 +218,17 @@ def typed_failures(field: str, error: type[HandoffError] = HandoffError):
     """Decorator for an entry point that reads what a caller hands it: any failure that is not already a
     :class:`HandoffError` (an object whose ``.shape`` or ``__index__`` raises, a conversion that fails, an
     index out of range on a value no check foresaw) becomes ``error`` naming ``field`` and the request
-    (a ``request_id`` keyword), chained to the original; a :class:`HandoffError` passes as it is. So every
-    failure of an entry point reaches a serving policy as a typed error, however odd its input.
+    (a ``request_id`` keyword), chained to the original; a :class:`HandoffError` passes as it is, naming
+    that request when it named none. So every failure of an entry point reaches a serving policy as a typed
+    error, however odd its input.
     """
     def decorate(fn):
         @functools.wraps(fn)
         def entry(*args, **kwargs):
             try:
                 return fn(*args, **kwargs)
-            except HandoffError:
+            except HandoffError as exc:  # typed already: it names the request it was called for
+                exc.with_request(kwargs.get("request_id"))
                 raise
             except Exception as exc:
                 try:

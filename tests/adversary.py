@@ -16,7 +16,8 @@ from typing import Any
 import attrs
 import numpy as np
 
-from mm_handoff import HandoffError, HandoffLayout, wire
+from mm_handoff import HandoffError, HandoffLayout
+from mm_handoff.layout import wire
 
 #: what one answer may allocate (the measured peaks are far below)
 MAX_BYTES = 100 << 20
@@ -28,7 +29,7 @@ MAX_MESSAGE = 1000
 @attrs.frozen
 class WireItem:
     """One item as the wire carries it: modality, grid, its runs, and per-group timestamps + spans (a view
-    of :class:`~mm_handoff.wire_content.WireContent`'s columns; :func:`columns_of` joins them back)."""
+    of :class:`~mm_handoff.layout.wire.WireContent`'s columns; :func:`columns_of` joins them back)."""
 
     modality: str
     grid_thw: tuple
@@ -53,7 +54,7 @@ def items_of(content: wire.WireContent) -> tuple:
 
 def columns_of(items) -> dict:
     """``heads``, ``offsets``, ``lengths``, ``seconds`` and ``spans`` of :class:`WireItem` values (the
-    fields :class:`~mm_handoff.wire_content.WireContent` holds them in)."""
+    fields :class:`~mm_handoff.layout.wire.WireContent` holds them in)."""
     items = tuple(items)
     stamped = [w for w in items if w.timestamps is not None]
     return {"heads": tuple((w.modality, tuple(w.grid_thw), len(w.offsets), w.timestamps is not None) for w in items),

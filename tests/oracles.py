@@ -2,7 +2,7 @@
 
 from mm_handoff.errors import GridMismatchError
 from mm_handoff.layout import IMAGE, VIDEO, HandoffLayout, MultimodalItem, PlaceholderRun
-from mm_handoff.spec import TokenSpec, normalize_grids
+from mm_handoff.layout.spec import TokenSpec, normalize_grids
 
 _MAX_TS_TOKENS = 12  # '<' + up to 8 digits + '.' + digit + ' seconds' + '>'
 

@@ -48,7 +48,7 @@ PROBE = textwrap.dedent("""
     import json, os, sys
     import numpy as np
     import mm_handoff.trtllm as glue
-    from mm_handoff._ledger import WRAPPER_MARK
+    from mm_handoff.glue.ledger import WRAPPER_MARK
     from tensorrt_llm.llmapi.llm import LLM, BaseLLM, PreprocessedInputs
     from tensorrt_llm.inputs.multimodal import MultimodalParams
     from tensorrt_llm._torch.model_config import register_pretrained_config

@@ -7,10 +7,10 @@ prompt is the one a layout was expanded from, and says what the encoder must shi
 levels, handle row width). A subclass must set the attributes and implement the three abstract
 methods; the rest has working defaults.
 
-Adapters are built by factories registered in :mod:`mm_handoff.registry` (third-party ones through
+Adapters are built by factories registered in :mod:`mm_handoff.adapters.registry` (third-party ones through
 the ``mm_handoff.adapters`` entry-point group), called as
 ``factory(*, tokenizer=None, config=None, convention=None)``; a factory without ``convention`` works
-too (:func:`mm_handoff.registry.build_adapter`).
+too (:func:`mm_handoff.adapters.registry.build_adapter`).
 """
 
 from __future__ import annotations
@@ -20,16 +20,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..checks import check_token_ids
 from ..errors import AdapterError, GridMismatchError, HandoffError, typed_failures
 from ..layout import HandoffLayout
-from ..limits import Limits, resolve_limits
-from ..spec import REPLACE_WRAPPER, TokenSpec, item_lengths, normalize_grids
-from ..tokens import read_only, readonly_ids
-
-__all__ = ["Adapter"]
-
-
+from ..layout.spec import REPLACE_WRAPPER, TokenSpec, item_lengths, normalize_grids
+from ..layout.tokens import check_token_ids, read_only, readonly_ids
+from ..reading import Limits, resolve_limits
 
 #: the methods an engine or a user calls on an adapter once per request: each raises only HandoffError (an
 #: untyped failure of any adapter, this package's or a third party's, becomes an AdapterError naming it)
@@ -37,21 +32,89 @@ ENTRY_METHODS = ("derive_layout", "rebuild_token_ids", "stock_token_ids", "rebui
                  "mrope_delta", "layout_mrope_delta", "check_prompt", "video_timestamps", "check_video_metadata")
 
 
+#: what an engine reads from an adapter: a property of these that fails is typed like the entry methods
+ATTRIBUTES = ("family", "spec", "convention", "tokenizer_digest", "deepstack_levels", "hidden_size",
+              "handle_row_width")
+
+
+def _typed_method(name: str, method):
+    wrapped = typed_failures(f"adapter.{name}", AdapterError)(method)
+    wrapped._mm_handoff_typed = True
+    return wrapped
+
+
 def _typed(cls) -> None:
-    """Wrap the entry methods ``cls`` defines itself (once: a wrapped method is marked)."""
+    """Wrap the entry methods and properties ``cls`` defines itself (once: a wrapped one is marked)."""
     for name in ENTRY_METHODS:
         method = cls.__dict__.get(name)
         if callable(method) and not getattr(method, "_mm_handoff_typed", False):
-            wrapped = typed_failures(f"adapter.{name}", AdapterError)(method)
-            wrapped._mm_handoff_typed = True
-            setattr(cls, name, wrapped)
+            setattr(cls, name, _typed_method(name, method))
+    for name in ATTRIBUTES:
+        prop = cls.__dict__.get(name)
+        if isinstance(prop, property) and prop.fget is not None \
+                and not getattr(prop.fget, "_mm_handoff_typed", False):
+            setattr(cls, name, property(_typed_method(name, prop.fget), prop.fset, prop.fdel, prop.__doc__))
 
 
-class Adapter(abc.ABC):
+class _TypedClass(abc.ABCMeta):
+    """The metaclass of :class:`Adapter`: an entry method or property set on an adapter class after it was
+    made (a patch, a plugin's late fix) is wrapped like the ones it was made with."""
+
+    def __setattr__(cls, name: str, value) -> None:
+        if name in ENTRY_METHODS and callable(value) and not getattr(value, "_mm_handoff_typed", False):
+            value = _typed_method(name, value)
+        elif name in ATTRIBUTES and isinstance(value, property) and value.fget is not None \
+                and not getattr(value.fget, "_mm_handoff_typed", False):
+            value = property(_typed_method(name, value.fget), value.fset, value.fdel, value.__doc__)
+        super().__setattr__(name, value)
+
+
+def typed_adapter(adapter):
+    """``adapter`` such that every entry method and attribute an engine uses raises only HandoffError: an
+    :class:`Adapter` is already (its class was wrapped when it was made); any other object following the
+    protocol (a third party's duck-typed adapter) is wrapped once, here."""
+    return adapter if isinstance(adapter, (Adapter, _TypedAdapter)) else _TypedAdapter(adapter)
+
+
+class _TypedAdapter:
+    """A duck-typed adapter seen through the protocol: attribute reads and entry methods that fail in another
+    way than HandoffError become an :class:`~mm_handoff.errors.AdapterError` naming what failed."""
+
+    __slots__ = ("_inner",)
+
+    def __init__(self, inner) -> None:
+        object.__setattr__(self, "_inner", inner)
+
+    def __getattr__(self, name: str):
+        try:
+            value = getattr(object.__getattribute__(self, "_inner"), name)
+        except HandoffError:
+            raise
+        except Exception as exc:
+            raise AdapterError(f"adapter.{name}", f"{name} of the adapter", _described(exc)) from exc
+        return _typed_method(name, value) if name in ENTRY_METHODS and callable(value) else value
+
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError("an adapter is immutable")
+
+    def __repr__(self) -> str:
+        return _described(object.__getattribute__(self, "_inner"))
+
+
+def _described(obj) -> str:
+    """``repr`` of an object, or ``Type: message`` of an exception, even when those raise themselves."""
+    try:
+        return f"{type(obj).__name__}: {obj}" if isinstance(obj, BaseException) else repr(obj)
+    except Exception:
+        return f"<{type(obj).__name__}>"
+
+
+class Adapter(metaclass=_TypedClass):
     """Base class of family adapters. Instances are immutable after construction.
 
-    Every subclass's :data:`ENTRY_METHODS` are wrapped when the class is made, so whatever an adapter
-    raises reaches the caller as a :class:`~mm_handoff.errors.HandoffError`.
+    Every subclass's :data:`ENTRY_METHODS` and :data:`ATTRIBUTES` properties are wrapped when the class is
+    made (and when one is set on the class later), so whatever an adapter raises reaches the caller as a
+    :class:`~mm_handoff.errors.HandoffError`.
     """
 
     def __init_subclass__(cls, **kwargs) -> None:
@@ -62,7 +125,7 @@ class Adapter(abc.ABC):
     family: str
     #: the family's ids and sizes
     spec: TokenSpec
-    #: processor convention (:data:`mm_handoff.spec.CONVENTIONS`)
+    #: processor convention (:data:`mm_handoff.layout.spec.CONVENTIONS`)
     convention: str
     #: deepstack feature levels the encoder must ship per visual row (0 without deepstack)
     deepstack_levels: int
@@ -195,7 +258,7 @@ class Adapter(abc.ABC):
 
         This is TensorRT-LLM's ``build_disagg_prefill_multimodal_inputs`` layout (no timestamps, no
         per-group markers); the demo, the CLI and the tests use it to show what goes wrong. The grids
-        are bounded by ``limits`` (:class:`~mm_handoff.limits.Limits`) before anything is expanded.
+        are bounded by ``limits`` (:class:`~mm_handoff.reading.Limits`) before anything is expanded.
         """
         ids = readonly_ids(prompt_token_ids, "prompt_token_ids", max_len=resolve_limits(limits).max_prompt_len)
         spec = self.spec

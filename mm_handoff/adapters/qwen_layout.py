@@ -19,12 +19,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._cache import ByteBoundedCache
-from ..derive import derive_layout
 from ..errors import GridMismatchError, HandoffError, SkewError
 from ..layout import HandoffLayout
-from ..limits import check_frame_total, resolve_limits
-from ..mrope import layout_delta, mrope_delta, mrope_positions
-from ..spec import (
+from ..layout.contract import derive_layout
+from ..layout.mrope import layout_delta, mrope_delta, mrope_positions
+from ..layout.spec import (
     CONVENTIONS,
     PAD_ONLY,
     REPLACE_WRAPPER,
@@ -34,11 +33,10 @@ from ..spec import (
     normalize_grids,
     strict_int,
 )
-from ..tokens import read_only, readonly_ids
+from ..layout.tokens import read_only, readonly_ids
+from ..reading import check_frame_total, resolve_limits
 from .base import Adapter
 from .timestamps import MAX_SECONDS, calculate_timestamps, format_timestamp, metadata_fields
-
-__all__ = ["QwenLayoutAdapter", "detect_convention", "QWEN_TIMESTAMP_DIGITS"]
 
 #: '0'..'9' are single byte-level tokens 15..24 in the Qwen3 and Qwen3.5 vocabularies
 QWEN_TIMESTAMP_DIGITS = tuple(range(15, 25))

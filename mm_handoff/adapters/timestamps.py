@@ -16,16 +16,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import HandoffError
-
-__all__ = ["calculate_timestamps", "format_timestamp", "sample_frame_indices", "metadata_fields", "MAX_SECONDS",
-           "MAX_FRAMES"]
+from ..reading import MAX_ID
 
 #: the latest group a prompt can print: ``<9999999.9 seconds>`` (7 integer digits, what the reader reads)
 MAX_SECONDS = 9_999_999.9
 #: the most frame indices one video's metadata may list (768 is the processor's own maximum)
 MAX_FRAMES = 1 << 15
-#: the largest frame index (an int32, like the ids)
-_MAX_INDEX = 2**31 - 1
 
 
 def calculate_timestamps(indices, video_fps: float, merge_size: int) -> list:
@@ -82,8 +78,8 @@ def metadata_fields(metadata: Any, index: int, *, request_id=None) -> dict:
                                f"{indices} indices" if type(indices) is int else type(indices).__name__,
                                request_id=request_id)
         if any(type(i) is not int and type(i) not in _NP_INTS for i in indices) \
-                or not all(0 <= i <= _MAX_INDEX for i in indices):
-            raise HandoffError(f"{field}.frames_indices", f"ints in [0, {_MAX_INDEX}]", indices,
+                or not all(0 <= i <= MAX_ID for i in indices):
+            raise HandoffError(f"{field}.frames_indices", f"ints in [0, {MAX_ID}]", indices,
                                request_id=request_id)
         indices = [int(i) for i in indices]
     return {"fps": fps, "frames_indices": indices, "total_num_frames": total}

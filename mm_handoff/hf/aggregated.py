@@ -12,8 +12,6 @@ import torch
 from .encode import ids_array, process_request, reset_rope_deltas
 from .prefill import DEFAULT_MAX_NEW_TOKENS, PDResult
 
-__all__ = ["aggregated"]
-
 #: processor outputs that the HF model forward does not take
 _NON_MODEL_KEYS = ("video_metadata",)
 

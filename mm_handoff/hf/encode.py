@@ -30,9 +30,6 @@ from ..errors import EmbeddingCountError
 from ..layout import HandoffLayout
 from . import processors as _procs
 
-__all__ = ["EncoderOutput", "encode", "handoff", "process_request", "grid_list", "ids_array",
-           "reset_rope_deltas"]
-
 
 @dataclass
 class EncoderOutput:

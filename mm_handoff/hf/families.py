@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["normalize_family"]
-
 
 def normalize_family(family: str, known: Iterable[str]) -> str:
     """``"Qwen3-VL"`` / ``"qwen3.5"`` style spellings to the registry's ``qwen3_vl`` / ``qwen3_5``."""

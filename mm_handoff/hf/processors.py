@@ -32,18 +32,6 @@ import numpy as np
 
 from .families import normalize_family
 
-__all__ = [
-    "OFFICIAL_VIDEO_SIZE",
-    "PROCESSOR_FAMILIES",
-    "QWEN_LAYOUT_FAMILIES",
-    "tokenizer_vocab_for",
-    "build_processor",
-    "synthetic_clip",
-    "synthetic_image",
-    "video_messages",
-    "run_processor",
-]
-
 #: The Qwen3-VL checkpoints' video size (24 * 1024 * 1024 pixel budget for the whole video).
 OFFICIAL_VIDEO_SIZE = {"shortest_edge": 4096, "longest_edge": 25165824}
 

@@ -16,16 +16,14 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from ..checks import first_difference
 from ..errors import HandoffError
-from ..summary import layout_summary
+from ..layout.summary import layout_summary
+from ..layout.tokens import first_difference
 from . import processors as _procs
 from .aggregated import aggregated
 from .encode import encode
 from .families import normalize_family
 from .prefill import pd_from_encoder
-
-__all__ = ["load_family", "default_request", "run_three_modes"]
 
 _CACHE: dict = {}
 _CACHE_LOCK = threading.Lock()
@@ -160,7 +158,7 @@ def run_three_modes(family: str, *, messages=None, text: str | None = None, imag
     ``info`` has ``"status"`` = ``"start"`` | ``"end"`` plus stage details).
 
     Report keys: ``family``, ``request_id``, ``convention``, ``lengths`` (aggregated / epd / stock prompt lengths
-    and their difference), ``layouts`` (aggregated and stock, as :func:`mm_handoff.summary.layout_summary`
+    and their difference), ``layouts`` (aggregated and stock, as :func:`mm_handoff.layout.summary.layout_summary`
     describes them), ``first_difference`` (first index where the stock ids differ from the aggregated ids) and
     its context, ``validator`` (per mode: ``"ok"``, ``"skipped"`` or the error class and message),
     ``stock_error``, ``tokens`` (per mode), ``tokens_equal``, ``text``, ``max_abs_logit_diff`` and

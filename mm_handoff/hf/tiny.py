@@ -25,19 +25,6 @@ from typing import Any
 from ..adapters import Cosmos3EdgeAdapter, Qwen3_5Adapter, Qwen3VLAdapter
 from .families import normalize_family
 
-__all__ = [
-    "FAMILIES",
-    "DEEPSTACK_FAMILIES",
-    "QWEN3_IDS",
-    "QWEN3_5_IDS",
-    "EDGE_OFFICIAL_IDS",
-    "tiny_config_kwargs",
-    "tiny_config",
-    "build_tiny_model",
-    "has_deepstack",
-    "model_class_name",
-]
-
 FAMILIES: tuple[str, ...] = (
     "qwen3_vl",
     "qwen3_vl_moe",

@@ -38,22 +38,6 @@ from typing import Any
 
 from .._env import CACHE
 
-__all__ = [
-    "RECIPE_VERSION",
-    "CHAT_TEMPLATE",
-    "QWEN3_SPECIAL_TOKENS",
-    "QWEN3_5_SPECIAL_TOKENS",
-    "VocabSpec",
-    "VOCABS",
-    "resolve_vocab",
-    "rank_file_path",
-    "cache_root",
-    "tokenizer_cache_dir",
-    "build_tokenizer",
-    "load_tokenizer",
-    "tiktoken_encoding",
-]
-
 #: Bump when the build recipe changes in a way the recipe digest below would not capture.
 RECIPE_VERSION = "1"
 

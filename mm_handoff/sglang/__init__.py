@@ -9,7 +9,8 @@ ids and delta) with the carried layout; :func:`check_stamped` refuses the silent
 a video without timestamps; :func:`install` runs them inside SGLang. See ``docs/sglang.md``.
 """
 
-from ._check import (
+from ._carrier import LAYOUT_KWARG, SGLANG_CONVENTION, EPDInputs, attach_layout, carried_layout, epd_inputs
+from ._checks import (
     STAMPING_MODEL_TYPES,
     EngineInputs,
     check_derived,
@@ -18,8 +19,7 @@ from ._check import (
     engine_inputs,
     output_runs,
 )
-from ._install import engine_adapter, install, is_installed, output_from_layout, status, uninstall
-from ._request import LAYOUT_KWARG, SGLANG_CONVENTION, EPDInputs, attach_layout, carried_layout, epd_inputs
+from ._lifecycle import engine_adapter, install, is_installed, output_from_layout, status, uninstall
 
 __all__ = [
     "epd_inputs",

@@ -8,9 +8,9 @@ Where a request is when the code runs: ``_encoder`` (the encoder's ``generate_as
 ``_admission`` (the PD side's ``_preprocess`` and the prefill method it calls), ``_worker`` (the
 executor worker's ingress and context-phase slice); ``_targets`` is the patch table naming each
 wrapper, ``_lifecycle`` TensorRT-LLM's part of install/uninstall/status (the lifecycle itself is
-:class:`mm_handoff.instrumentor.Instrumentor`, which the vLLM glue shares), ``_carrier`` what travels
+:class:`mm_handoff.glue.instrumentor.Instrumentor`, which the vLLM glue shares), ``_carrier`` what travels
 and what every side reads from a request, ``_prefill_request`` the patch-free PD path. Every check is
-the core's (:mod:`mm_handoff.checks`); what a failed check leads to is :func:`mm_handoff.policy.decide`'s.
+the core's (:mod:`mm_handoff.checks`); what a failed check leads to is :func:`mm_handoff.glue.policy.decide`'s.
 
 >>> import mm_handoff.trtllm as glue
 >>> glue.is_installed()
@@ -18,9 +18,9 @@ False
 """
 
 from ._carrier import GRIDS_KEY, LAYOUT_KEY, VIDEO_METADATA_KEY
+from ._hooks import PATCH_TABLE, PatchSpec
 from ._lifecycle import SUPPORTED_VERSIONS, get_original, install, is_installed, status, uninstall
 from ._prefill_request import PrefillRequest, prefill_request
-from ._targets import PATCH_TABLE, PatchSpec
 
 __all__ = [
     "install",

@@ -8,13 +8,13 @@ each placeholder into one pad run (no timestamps, no per-group markers).
 :func:`prefill_wrapper` answers from the encoder's layout when the handles carry it, accepted through
 :func:`mm_handoff.checks.accept_layout` (decode, skew, grids, handles vs layout, this request's own
 prompt), in place of the engine's method (which would rebuild the very prompt the layout replaces).
-Otherwise the policy decides (:func:`mm_handoff.policy.decide`): ``rebuild`` rebuilds the exact ids from
-the prompt + the carried grids and video metadata (:attr:`~mm_handoff.policy.Decision.REBUILD`);
+Otherwise the policy decides (:func:`mm_handoff.glue.policy.decide`): ``rebuild`` rebuilds the exact ids from
+the prompt + the carried grids and video metadata (:attr:`~mm_handoff.glue.policy.Decision.REBUILD`);
 ``raise`` raises a typed error naming the field; ``fallback`` keeps the stock result with a warning
-(:attr:`~mm_handoff.policy.Decision.PASS_THROUGH`). A request without video keeps the stock result when
+(:attr:`~mm_handoff.glue.policy.Decision.PASS_THROUGH`). A request without video keeps the stock result when
 nothing is carried: for images the stock ids equal the aggregated ones.
 
-:func:`admission_wrapper` then checks what ``_preprocess`` produced, through the same room: the layout
+:func:`admission_wrapper` then checks what ``_preprocess`` produced, through the same accept step: the layout
 used (else the carried one) accepted against the prompt used, the handles and the mRoPE ids; without a
 layout, the mRoPE length and the pads vs the handles' rows. The two share one :class:`_Admission` per request through a
 :class:`contextvars.ContextVar` of this module: the prefill method cannot see the request.
@@ -28,16 +28,11 @@ import logging
 import attrs
 import numpy as np
 
-from ..checks import (
-    accept_layout,
-    adapter_value,
-    call_adapter,
-    check_mrope_slice,
-    check_prompt_pads,
-    embedding_rows_of,
-)
+from ..adapters.base import typed_adapter
+from ..checks import accept_layout, check_mrope_slice, check_prompt_pads
 from ..errors import AdapterNotFoundError, HandoffError
-from ..policy import Decision, Policy, decide
+from ..glue.policy import Decision, Policy, decide
+from ..reading import embedding_rows_of
 from ._carrier import (
     GRIDS_KEY,
     LAYOUT_KEY,
@@ -52,8 +47,6 @@ from ._carrier import (
     request_label,
 )
 from ._upstream_layout import UPSTREAM_LAYOUT_FIELD, check_upstream_layout
-
-__all__ = ["admission_wrapper", "prefill_wrapper", "check_admission"]
 
 log = logging.getLogger("mm_handoff.trtllm")
 
@@ -136,7 +129,7 @@ def check_admission(processor, result, disaggregated_params, state: _Admission, 
     adapter = _known_adapter(processor, request_id) if handles is not None else None
     if adapter is not None:
         rows = embedding_rows_of(handles, field="multimodal_embedding_handles", request_id=request_id)
-        check_prompt_pads(prompt_ids, adapter_value(adapter, "spec", request_id=request_id), sum(rows),
+        check_prompt_pads(prompt_ids, typed_adapter(adapter).spec, sum(rows),
                           request_id=request_id)
 
 
@@ -221,7 +214,7 @@ def _rebuild(processor, adapter, inputs, mm_handles, found):
     if not isinstance(grids, dict):
         raise HandoffError(f"multimodal_embedding_handles[0][{GRIDS_KEY!r}]",
                            "the encoder's grids (and video metadata) to rebuild from", grids,
-                           hint="policy=rebuild needs them; the encoder stamps them")
+                           hint="policy=rebuild needs them; the encoder attaches them")
     if grids.get("rebuildable") is False:
         raise HandoffError(f"multimodal_embedding_handles[0][{VIDEO_METADATA_KEY!r}]",
                            "video metadata naming the frames HF sampled (checked at the encoder)",
@@ -233,7 +226,7 @@ def _rebuild(processor, adapter, inputs, mm_handles, found):
     convention = grids.get("convention")
     if convention is not None:  # the encoder's processor convention (cached per convention)
         adapter = adapter_for(processor, convention=convention)
-    layout = call_adapter(adapter, "rebuild_layout", prompt, image_grid_thw=grids.get("image_grid_thw"),
+    layout = typed_adapter(adapter).rebuild_layout(prompt, image_grid_thw=grids.get("image_grid_thw"),
                           video_grid_thw=grids.get("video_grid_thw"), video_metadata=found.get(VIDEO_METADATA_KEY),
                           mrope=False)
     return accept_layout(layout, adapter, embeddings=mm_handles), adapter

@@ -2,7 +2,7 @@
 
 ``DisaggregatedParams`` is a slotted dataclass and ``trtllm-serve`` converts it field by field, so a
 new field would be dropped. The embedding-handle dicts travel whole (``List[Dict[str, Any]]``) and
-``SharedTensorContainer.from_dict`` ignores keys it does not know, so the encoder stamps three
+``SharedTensorContainer.from_dict`` ignores keys it does not know, so the encoder attaches three
 namespaced, JSON-safe keys into ``multimodal_embedding_handles[0]``:
 
 * ``"mm_handoff.layout"``: the encoder's expanded prompt and layout (``HandoffLayout.to_wire()``);
@@ -17,7 +17,7 @@ This module is the neutral ground of the glue: what the encoder side (``_encoder
 carried keys, the handles, the request's own prompt, the multimodal params, its mRoPE ids, the
 family adapter of its processor) and the prefill method's result type built from a layout. It
 decides nothing: the checks are the core's (:mod:`mm_handoff.checks`), the policy is
-:func:`mm_handoff.policy.decide`.
+:func:`mm_handoff.glue.policy.decide`.
 """
 
 from __future__ import annotations
@@ -26,24 +26,8 @@ import dataclasses
 
 import numpy as np
 
-from ..registry import REGISTRY, build_adapter, cached_adapter
-
-__all__ = [
-    "LAYOUT_KEY",
-    "GRIDS_KEY",
-    "VIDEO_METADATA_KEY",
-    "CARRIED_KEYS",
-    "embedding_handles",
-    "carried",
-    "own_prompt",
-    "request_label",
-    "adapter_for",
-    "find_multimodal_params",
-    "mrope_ids_of",
-    "disagg_prefill_inputs",
-    "embed_mask_cumsum",
-    "encoder_token_lengths",
-]
+from ..adapters.registry import REGISTRY, build_adapter
+from ..glue.engine_adapters import cached_adapter
 
 LAYOUT_KEY = "mm_handoff.layout"
 GRIDS_KEY = "mm_handoff.grids"
@@ -167,9 +151,9 @@ def adapter_for(processor, *, convention: str | None = None, request_id=None):
     """The family adapter of a TensorRT-LLM input processor, cached per processor instance.
 
     Resolved through the registry by class (along the MRO) and built by
-    :func:`~mm_handoff.registry.build_adapter` with the processor's tokenizer and config, so a factory
+    :func:`~mm_handoff.adapters.registry.build_adapter` with the processor's tokenizer and config, so a factory
     written to the documented signature (no ``convention``) works and any failure is an AdapterError.
-    The cache is the registry's (:func:`~mm_handoff.registry.cached_adapter`), shared with the vLLM glue.
+    The cache is the registry's (:func:`~mm_handoff.glue.engine_adapters.cached_adapter`), shared with the vLLM glue.
     """
     def build():
         return build_adapter(REGISTRY.resolve(type(processor)), tokenizer=getattr(processor, "tokenizer", None),

@@ -6,7 +6,7 @@ the caller's thread (``tensorrt_llm/llmapi/llm.py``). Three wrappers, one file: 
 turns them into ``SharedTensorContainer`` handles; :func:`preprocess_wrapper` (on
 ``MultimodalEncoder._preprocess``) keeps the expanded ids; both fill the slot that
 :func:`generate_async_wrapper` opened for the call, which then derives the layout with the family adapter
-and stamps it (plus grids and video metadata) into ``disaggregated_params.multimodal_embedding_handles[0]``,
+and attaches it (plus grids and video metadata) into ``disaggregated_params.multimodal_embedding_handles[0]``,
 at once when the output is already complete, else when its response arrives (``_handle_response`` on that
 one output object).
 
@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import adapter_value, call_adapter
+from ..adapters.base import typed_adapter
 from ..errors import AdapterNotFoundError, HandoffError
-from ..policy import Decision, Policy, decide
+from ..glue.policy import Decision, Policy, decide
 from ._carrier import (
     GRIDS_KEY,
     LAYOUT_KEY,
@@ -41,9 +41,6 @@ from ._carrier import (
     find_multimodal_params,
     own_prompt,
 )
-
-__all__ = ["generate_async_wrapper", "preprocess_wrapper", "to_handle_wrapper", "build_stamp", "stamp_handles",
-           "attach_stamp", "grids_from_multimodal_data", "json_safe_metadata"]
 
 log = logging.getLogger("mm_handoff.trtllm")
 
@@ -72,7 +69,7 @@ def preprocess_wrapper(wrapped, encoder, args, kwargs, *, policy: Policy):
     return result
 
 
-def _skips_the_stamp(inputs) -> bool:
+def _skips_preprocess(inputs) -> bool:
     """``PreprocessedInputs`` with multimodal data: ``_preprocess`` already ran, outside any slot."""
     params = getattr(inputs, "multimodal_params", None)
     return (not isinstance(inputs, (dict, str, list)) and hasattr(inputs, "prompt_token_ids")
@@ -80,14 +77,14 @@ def _skips_the_stamp(inputs) -> bool:
 
 
 def generate_async_wrapper(wrapped, encoder, args, kwargs, *, policy: Policy):
-    """``MultimodalEncoder.generate_async``: run it with a capture slot open, then stamp the output."""
+    """``MultimodalEncoder.generate_async``: run it with a capture slot open, then attach to the output."""
     inputs = args[0] if args else kwargs.get("inputs")
-    if _skips_the_stamp(inputs):
+    if _skips_preprocess(inputs):
         decide(policy, HandoffError(
-            "inputs", "the prompt dict (generate_async runs _preprocess, where mm-handoff reads what it stamps)",
+            "inputs", "the prompt dict (generate_async runs _preprocess, where mm-handoff reads what it attaches)",
             f"{type(inputs).__name__} from preprocess()",
             hint="this request's layout is not stamped; pass the raw inputs to generate_async"),
-            where="encoder (a request that skips the stamp)", log=log)
+            where="encoder (a request that skips _preprocess)", log=log)
         return wrapped(*args, **kwargs)  # policy=fallback: unstamped
     slot: dict = {}
     token = _SLOT.set(slot)
@@ -101,14 +98,14 @@ def generate_async_wrapper(wrapped, encoder, args, kwargs, *, policy: Policy):
     request_id = getattr(output, "request_id", None)
     try:
         adapter = adapter_for(getattr(encoder, "input_processor", None), request_id=request_id)
-        stamp = build_stamp(adapter, ids, grids, inputs, policy=policy, request_id=request_id,
+        carried = build_carried(adapter, ids, grids, inputs, policy=policy, request_id=request_id,
                             prompt_ids=_prompt_ids(encoder, inputs))
-    except AdapterNotFoundError:  # not a family mm-handoff knows: its handoff is not ours to stamp
+    except AdapterNotFoundError:  # not a family mm-handoff knows: its handoff is not ours to carry
         return output
     except HandoffError as exc:  # no adapter for this processor, or one that fails: nothing is shipped
-        decide(policy, exc, where="encoder (building the stamp)", log=log)
+        decide(policy, exc, where="encoder (building what it attaches)", log=log)
         return output  # policy=fallback: unstamped
-    attach_stamp(output, stamp)
+    attach_carried(output, carried)
     return output
 
 
@@ -121,31 +118,32 @@ def _prompt_ids(encoder, inputs):
         return None
 
 
-def build_stamp(adapter, ids, grids: dict, inputs, *, policy: Policy, request_id=None, prompt_ids=None) -> dict:
-    """The keys to stamp: grids + video metadata always, the layout when it derives cleanly.
+def build_carried(adapter, ids, grids: dict, inputs, *, policy: Policy, request_id=None, prompt_ids=None) -> dict:
+    """The keys to attach: grids + video metadata always, the layout when it derives cleanly.
 
     The metadata is the IO loader's; HF may have sampled other frames (Qwen3-VL samples by default), so a
     rebuild from it is offered only when it reproduces these ids (checked here, where both are known).
     """
+    adapter = typed_adapter(adapter)
     videos = (inputs.get("multi_modal_data") or {}).get("video") if isinstance(inputs, dict) else None
-    stamp: dict[str, Any] = {
-        GRIDS_KEY: {"family": adapter_value(adapter, "family", request_id=request_id),
-                    "convention": adapter_value(adapter, "convention", request_id=request_id),
+    carried: dict[str, Any] = {
+        GRIDS_KEY: {"family": adapter.family, "convention": adapter.convention,
                     "image_grid_thw": grids.get("image_grid_thw"), "video_grid_thw": grids.get("video_grid_thw")},
         VIDEO_METADATA_KEY: json_safe_metadata(videos),
     }
     try:
-        layout = call_adapter(adapter, "derive_layout", ids, image_grid_thw=grids.get("image_grid_thw"),
-                              video_grid_thw=grids.get("video_grid_thw"), mrope=False, request_id=request_id)
+        layout = adapter.derive_layout(ids, image_grid_thw=grids.get("image_grid_thw"),
+                                       video_grid_thw=grids.get("video_grid_thw"), mrope=False, request_id=request_id)
     except HandoffError as exc:  # policy=raise: this request fails here; otherwise Decision.SHIP_GRIDS
+        exc.with_request(request_id)
         decide(policy, exc, where="encoder (deriving the layout to ship)", remedy=Decision.SHIP_GRIDS, log=log)
-        return stamp  # the grids and metadata without a layout: the prefill side can rebuild from them
-    stamp[LAYOUT_KEY] = layout.to_wire()
-    if videos and not _rebuild_reproduces(adapter, prompt_ids, grids, stamp[VIDEO_METADATA_KEY], layout):
-        stamp[GRIDS_KEY]["rebuildable"] = False
+        return carried  # the grids and metadata without a layout: the prefill side can rebuild from them
+    carried[LAYOUT_KEY] = layout.to_wire()
+    if videos and not _rebuild_reproduces(adapter, prompt_ids, grids, carried[VIDEO_METADATA_KEY], layout):
+        carried[GRIDS_KEY]["rebuildable"] = False
         log.warning("mm-handoff: request %r: the video metadata does not reproduce the frames HF sampled; "
                     "no rebuild is offered for it", request_id)
-    return stamp
+    return carried
 
 
 def _rebuild_reproduces(adapter, prompt_ids, grids: dict, metadata, layout) -> bool:
@@ -160,17 +158,17 @@ def _rebuild_reproduces(adapter, prompt_ids, grids: dict, metadata, layout) -> b
     return np.array_equal(np.asarray(rebuilt), np.asarray(layout.token_ids))
 
 
-def stamp_handles(handles, stamp: dict) -> None:
+def attach_to_handles(handles, carried: dict) -> None:
     first = handles[0]
-    for key, value in stamp.items():
+    for key, value in carried.items():
         first.setdefault(key, value)
 
 
-def attach_stamp(output, stamp: dict) -> None:
+def attach_carried(output, carried: dict) -> None:
     """Stamp ``output``'s handles now, or when that output's own response arrives."""
     handles = embedding_handles(getattr(output, "disaggregated_params", None))
     if handles is not None:
-        stamp_handles(handles, stamp)
+        attach_to_handles(handles, carried)
         return
     original = getattr(output, "_handle_response", None)
     if original is None:
@@ -178,15 +176,15 @@ def attach_stamp(output, stamp: dict) -> None:
                     "its layout is not shipped", getattr(output, "request_id", None))
         return
 
-    def handle_response_and_stamp(*args, **kwargs):
+    def handle_response_and_attach(*args, **kwargs):
         value = original(*args, **kwargs)
         ready = embedding_handles(getattr(output, "disaggregated_params", None))
         if ready is not None:
-            stamp_handles(ready, stamp)
+            attach_to_handles(ready, carried)
         return value
 
     try:
-        output._handle_response = handle_response_and_stamp
+        output._handle_response = handle_response_and_attach
     except (AttributeError, TypeError):
         log.warning("mm-handoff: cannot defer stamping on %s; its layout is not shipped", type(output).__name__)
 

@@ -1,7 +1,7 @@
 """install / uninstall / is_installed / status / get_original for TensorRT-LLM.
 
 The lifecycle itself (lock, state, version gate, the ledger, idempotent install and uninstall) is the
-shared :class:`mm_handoff.instrumentor.Instrumentor`; this module supplies TensorRT-LLM's part: the
+shared :class:`mm_handoff.glue.instrumentor.Instrumentor`; this module supplies TensorRT-LLM's part: the
 supported range, the upstream carriers of the layout, and the patch table's rows (:mod:`._targets`),
 each naming its wrapper. The policy reaches each wrapper as an argument bound at install time.
 
@@ -27,12 +27,9 @@ import importlib
 import logging
 
 from ..errors import EngineNotSupportedError
-from ..instrumentor import Instrumentor, distribution_version, engine_version, supports, version_in_range
-from ..policy import Policy
-from ._targets import import_model_modules, probe, wrapper_name
-
-__all__ = ["install", "uninstall", "is_installed", "status", "get_original", "SUPPORTED_VERSIONS",
-           "version_in_range", "version_supported", "distribution_version", "ENGINE", "TensorRTLLMInstrumentor"]
+from ..glue.instrumentor import Instrumentor, engine_version, supports
+from ..glue.policy import Policy
+from ._hooks import import_model_modules, probe, wrapper_name
 
 log = logging.getLogger("mm_handoff.trtllm")
 

@@ -15,11 +15,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..checks import accept_layout, call_adapter
+from ..adapters.base import typed_adapter
+from ..checks import accept_layout
 from ..errors import HandoffError
 from ._carrier import GRIDS_KEY, LAYOUT_KEY, adapter_for, carried, disagg_prefill_inputs, embedding_handles
-
-__all__ = ["PrefillRequest", "prefill_request"]
 
 
 class PrefillRequest(NamedTuple):
@@ -65,7 +64,7 @@ def _accepted_layout(encoder_output, handles, adapter, mrope_ids, request_id):
         layout = found[LAYOUT_KEY]
     elif isinstance(found.get(GRIDS_KEY), dict) and adapter is not None:
         grids = found[GRIDS_KEY]
-        layout = call_adapter(adapter, "derive_layout", encoder_output.prompt_token_ids,
+        layout = typed_adapter(adapter).derive_layout(encoder_output.prompt_token_ids,
                               image_grid_thw=grids.get("image_grid_thw"), video_grid_thw=grids.get("video_grid_thw"),
                               mrope=False, request_id=request_id)
     else:

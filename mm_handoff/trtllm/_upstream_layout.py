@@ -7,7 +7,7 @@ that value the way it reads its own carried layout:
 
 1. the carried ``prompt_token_ids`` are parsed with **this side's** family spec: every item's pad runs
    (from the carried run columns, else the pad runs inside each item's span), its modality (the pad id
-   its ids spell), its timestamps (as the ids spell them, :func:`mm_handoff.derive.derive_layout`), and its
+   its ids spell), its timestamps (as the ids spell them, :func:`mm_handoff.layout.derive_layout`), and its
    grid: the encoder's grids when mm-handoff's encoder hook carried them (``"mm_handoff.grids"`` in the
    first embedding handle), else the grid the runs spell (``t`` = the item's groups, ``h * w / merge^2`` =
    pads per group; only the product of ``h`` and ``w`` is known then, and nothing downstream reads them
@@ -28,12 +28,10 @@ import math
 
 import numpy as np
 
-from ..checks import accept_layout, adapter_value, call_adapter, check_mrope_slice
+from ..adapters.base import typed_adapter
+from ..checks import accept_layout, check_mrope_slice
 from ..errors import GridMismatchError, LayoutError
-from ._carrier import GRIDS_KEY, carried, embed_mask_cumsum, encoder_token_lengths
-
-__all__ = ["UPSTREAM_LAYOUT_FIELD", "read_upstream_layout", "check_upstream_layout", "embed_mask_cumsum",
-           "encoder_token_lengths"]
+from ._carrier import GRIDS_KEY, carried, embed_mask_cumsum
 
 UPSTREAM_LAYOUT_FIELD = "multimodal_layout"
 #: fields of ``DisaggPrefillMultimodalInputs`` compared one to one with the parsed layout's values
@@ -128,14 +126,14 @@ def _grids(found: dict, items: list, merge: int, request_id) -> tuple:
 def read_upstream_layout(upstream, adapter, *, mm_handles=None, request_id=None):
     """Upstream's carried ``DisaggPrefillMultimodalInputs`` as a :class:`~mm_handoff.layout.HandoffLayout`,
     parsed with this side's spec and compared field by field (steps 1, 2 and 4 of the module doc)."""
-    spec = adapter_value(adapter, "spec", request_id=request_id)
+    spec = typed_adapter(adapter).spec
     raw = _int_list(getattr(upstream, "prompt_token_ids", None), "prompt_token_ids", request_id)
     if not raw:
         raise LayoutError(_field("prompt_token_ids"), "the encoder's expanded prompt", raw, request_id=request_id)
     ids = np.asarray(raw, dtype=np.int64)
     items = _item_runs(upstream, ids, spec, request_id)
     image_grid, video_grid, source = _grids(carried(mm_handles), items, spec.merge_size, request_id)
-    layout = call_adapter(adapter, "derive_layout", ids, image_grid_thw=image_grid, video_grid_thw=video_grid,
+    layout = typed_adapter(adapter).derive_layout(ids, image_grid_thw=image_grid, video_grid_thw=video_grid,
                           mrope=False, request_id=request_id)
     ours = layout.to_disagg_prefill_inputs()
     for name in _COMPARED:
@@ -172,7 +170,7 @@ def _check_stamped(layout, spec, source: str, request_id) -> None:
     for i, item in enumerate(layout.items):
         if item.modality == "video" and item.seconds is None:
             raise GridMismatchError(_field(f"items[{i}].timestamps"),
-                                    "a <t seconds> text before every temporal group (this family stamps each)",
+                                    "a <t seconds> text before every temporal group (this family prints them)",
                                     f"no timestamps, {item.run_offsets.shape[0]} run(s) (grid {source})",
                                     request_id=request_id, hint=_STALE_HINT)
 

@@ -12,10 +12,8 @@ import logging
 
 from ..checks import check_mrope_slice
 from ..errors import HandoffError
-from ..policy import Policy, decide
+from ..glue.policy import Policy, decide
 from ._carrier import mrope_ids_of
-
-__all__ = ["enqueue_request_wrapper", "prepare_tp_inputs_wrapper", "check_ingress", "check_context_slices"]
 
 log = logging.getLogger("mm_handoff.trtllm")
 

@@ -8,10 +8,9 @@ with their deepstack levels, the grids and HF's timestamps from a layout. PD sid
 check inside the engine. See ``docs/vllm.md``.
 """
 
-from ._check import check_expansion, check_output, check_raw_prompt
-from ._install import engine_adapter, install, is_installed, status, uninstall, vllm_convention
-from ._request import LAYOUT_KWARG, EmbedsRequest, embeds_request, item_embeddings, raw_prompt_ids
-from .plugin import CHECK_ENV
+from ._carrier import LAYOUT_KWARG, EmbedsRequest, embeds_request, item_embeddings, raw_prompt_ids
+from ._checks import check_expansion, check_output, check_raw_prompt
+from ._lifecycle import engine_adapter, install, is_installed, status, uninstall, vllm_convention
 
 __all__ = [
     "embeds_request",
@@ -28,5 +27,4 @@ __all__ = [
     "engine_adapter",
     "vllm_convention",
     "LAYOUT_KWARG",
-    "CHECK_ENV",
 ]

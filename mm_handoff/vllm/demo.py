@@ -20,8 +20,6 @@ import sys
 import tempfile
 import time
 
-__all__ = ["run_demo", "save_tiny_checkpoint", "start_engine", "ENGINE_DTYPES"]
-
 #: the families the demo and the tests run, and their dtype on vLLM's CPU build (Qwen3.5's
 #: linear-attention layers run in bfloat16 only there: "CPU GDN attention requires BF16")
 ENGINE_DTYPES = {"qwen3_vl": "float32", "qwen3_5": "bfloat16"}
@@ -55,8 +53,8 @@ def save_tiny_checkpoint(family: str, directory) -> tuple:
     in the engine's dtype, as an encoder for that engine runs) and the real processor, saved too."""
     import torch
 
+    from ..adapters.registry import get_adapter
     from ..hf.processors import build_processor
-    from ..registry import get_adapter
 
     model = _tiny_model(family)
     processor = build_processor(family, image_kwargs=_NORMALIZE)
@@ -95,7 +93,7 @@ def _generate(llm, prompt, max_tokens: int):
 def _three_ways(llm, enc, request, clip, adapter, max_tokens: int) -> dict:
     """Run aggregated, E/PD by hand (pre-expanded ids) and E/PD fixed; what each produced."""
     from ..errors import HandoffError
-    from ._check import check_output
+    from ._checks import check_output
 
     frames, meta = clip
     video = (frames, {"fps": meta.fps, "frames_indices": list(meta.frames_indices), "duration": meta.duration,
@@ -140,8 +138,8 @@ def format_report(rows: dict, layout) -> str:
 def run_demo(args) -> int:
     """The CLI entry: ``args`` has family, frames, height, width, fps, hd, report_prompt, max_new_tokens,
     json (the ``demo`` sub-command's options); returns the exit status."""
-    from ..demo import PROMPT, REPORT_PROMPT, demo_request
     from ..errors import UsageError
+    from ..hf.demo import PROMPT, REPORT_PROMPT, demo_request
 
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # the table, not vLLM's start-up log, on stdout
     try:
@@ -150,7 +148,7 @@ def run_demo(args) -> int:
         from ..hf.encode import encode
     except ImportError as exc:
         raise UsageError(f"--engine vllm needs vLLM and the hf extra's packages (see docs/vllm.md): {exc}") from None
-    from ._request import embeds_request, item_embeddings
+    from ._carrier import embeds_request, item_embeddings
 
     family = getattr(args, "family", "qwen3_vl")
     if family not in ENGINE_DTYPES:

@@ -8,15 +8,10 @@ from __future__ import annotations
 
 from .._env import VLLM_CHECK, env_flag
 
-__all__ = ["register", "CHECK_ENV"]
-
-#: turns the in-engine check on in every vLLM process
-CHECK_ENV = VLLM_CHECK
-
 
 def register() -> None:
     """Install the check when ``MM_HANDOFF_VLLM_CHECK`` is on; otherwise do nothing."""
-    if env_flag(CHECK_ENV):
-        from ._install import install
+    if env_flag(VLLM_CHECK):
+        from ._lifecycle import install
 
         install()

@@ -7,11 +7,11 @@ import mm_handoff
 from mm_handoff import accept_layout
 from mm_handoff.adapters import detect_convention
 from mm_handoff.adapters.base import Adapter
-from mm_handoff.derive import derive_layout
+from mm_handoff.adapters.registry import AdapterRegistry, build_adapter
 from mm_handoff.errors import AdapterError, AdapterRegistrationError, GridMismatchError, SkewError, TokenMismatchError
-from mm_handoff.mrope import mrope_positions
-from mm_handoff.registry import AdapterRegistry, build_adapter
-from mm_handoff.spec import PAD_ONLY, REPLACE_WRAPPER, TokenSpec
+from mm_handoff.layout import derive_layout
+from mm_handoff.layout.mrope import mrope_positions
+from mm_handoff.layout.spec import PAD_ONLY, REPLACE_WRAPPER, TokenSpec
 
 SPEC = TokenSpec(image_pad=5, video_pad=6, vision_start=3, vision_end=4)
 

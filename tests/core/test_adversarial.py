@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from mm_handoff import HandoffError, HandoffLayout, LayoutError, MultimodalItem, SkewError, accept_layout, get_adapter
 from mm_handoff import layout as layout_module
 from mm_handoff.adapters import FAMILIES, Qwen3VLAdapter
+from mm_handoff.adapters.registry import AdapterRegistry
 from mm_handoff.errors import (
     AdapterError,
     AdapterRegistrationError,
@@ -29,10 +30,9 @@ from mm_handoff.errors import (
     WireFormatError,
     WireLimitError,
 )
-from mm_handoff.limits import Limits
-from mm_handoff.mrope import PATTERNS, mrope_positions
-from mm_handoff.registry import AdapterRegistry
-from mm_handoff.spec import TokenSpec
+from mm_handoff.layout.mrope import PATTERNS, mrope_positions
+from mm_handoff.layout.spec import TokenSpec
+from mm_handoff.reading import Limits
 
 ADAPTER = Qwen3VLAdapter(convention="pad_only")
 S = ADAPTER.spec
@@ -431,7 +431,7 @@ def test_constructors_and_readers_are_bounded_and_typed():
         (partial(TokenSpec.from_dict, {**S.as_dict(), "timestamps": [1]}), "spec.timestamps"),
     ]:
         refused(call, LayoutError, field)
-    from mm_handoff.spec import TimestampVocab
+    from mm_handoff.layout.spec import TimestampVocab
 
     refused(partial(TimestampVocab, 27, 29, 13, 6486, iter(range(10**12))), LayoutError, "spec.timestamps.digits")
     refused(partial(TimestampVocab, 27, 29, 13, 6486, bytes(range(15, 25))), LayoutError, "spec.timestamps.digits")
@@ -443,7 +443,7 @@ def test_constructors_and_readers_are_bounded_and_typed():
             GridMismatchError, "image_grid_thw")
     refused(partial(ADAPTER.derive_layout, IDS, limits=Limits(max_prompt_len=10)), LayoutError, "token_ids")
     refused(partial(accept, LAYOUT.to_wire(), embedding_shapes=[(4, 16384)] * 2_000_000), HandoffError, "embeddings")
-    from mm_handoff.limits import limits_from_env
+    from mm_handoff.reading import limits_from_env
 
     refused(partial(limits_from_env, {"MM_HANDOFF_LIMITS": "max_items=\u00b2"}), HandoffError, "MM_HANDOFF_LIMITS")
 

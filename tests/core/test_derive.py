@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from oracles import derive_layout_naive
 
 from mm_handoff import HandoffError, get_adapter
-from mm_handoff.derive import derive_layout
 from mm_handoff.errors import GridMismatchError
+from mm_handoff.layout import derive_layout
 
 QWEN_RAW = [151644, 872, 198, 151652, 151656, 151653, 74785, 419, 2766, 13, 151645, 198, 151644, 77091, 198]
 META_720P40 = {"fps": 24.0, "frames_indices": list(range(40)), "total_num_frames": 40}

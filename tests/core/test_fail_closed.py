@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 import mm_handoff
 from mm_handoff import HandoffError, HandoffLayout, Limits, _env
 from mm_handoff.checks import check_placeholders, check_prompt_pads
-from mm_handoff.limits import limits_from_env, resolve_limits
-from mm_handoff.tokens import frozen
+from mm_handoff.layout.tokens import frozen
+from mm_handoff.reading import limits_from_env, resolve_limits
 
 QWEN = FAMILIES["qwen3_vl"]()
 S = QWEN.spec

@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 import mm_handoff
 from mm_handoff import HandoffError, HandoffLayout, SkewError, check_mrope_slice, check_skew, get_adapter, validate
 from mm_handoff.adapters import FAMILIES
-from mm_handoff.checks import first_difference
 from mm_handoff.errors import (
     EmbeddingCountError,
     LayoutError,
@@ -26,6 +25,7 @@ from mm_handoff.errors import (
     WireFormatError,
     _fmt,
 )
+from mm_handoff.layout.tokens import first_difference
 
 from_wire = HandoffLayout.from_wire
 
@@ -234,7 +234,7 @@ def test_skew_is_named_on_both_sides(prefill_family, prefill_convention, field):
 
 def test_tokenizer_skew_detected():
     """Same family, other tokenizer ids (Qwen3.5 ids under a qwen3_vl name): the digest differs."""
-    from mm_handoff.adapters.qwen3_5 import Qwen3_5Adapter
+    from mm_handoff.adapters.families import Qwen3_5Adapter
 
     enc = Qwen3_5Adapter(convention="pad_only")
     lay = enc.derive_layout([1, 2, 3], mrope=False)

@@ -8,7 +8,7 @@ from handoff_strategies import prompts
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from mm_handoff.tokens import filled_id_list
+from mm_handoff.layout.tokens import filled_id_list
 
 #: prompts of a few hundred to a few thousand ids, so both of the list's paths are taken
 LONG = prompts(max_items=5, image_side=12, video_side=6, max_frames=24, text=(300, 40))

@@ -10,7 +10,7 @@ import pytest
 
 import mm_handoff
 from mm_handoff import HandoffLayout, LayoutError, MropeLengthError, MultimodalItem, PlaceholderRun, TokenSpec
-from mm_handoff import layout as layout_module
+from mm_handoff.layout import contract as layout_module
 
 SPEC = TokenSpec(image_pad=5, video_pad=6, vision_start=3, vision_end=4)
 IDS = [1, 3, 9, 3, 6, 6, 4, 9, 3, 6, 6, 4, 4, 2]

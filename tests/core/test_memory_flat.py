@@ -11,7 +11,7 @@ import tracemalloc
 from handoff_strategies import make_adapter
 
 from mm_handoff import accept_layout
-from mm_handoff.mrope import PATTERNS
+from mm_handoff.layout.mrope import PATTERNS
 
 FAMILIES = ["qwen3_vl", "qwen3_vl_moe", "cosmos3_omni", "qwen3_5", "qwen3_5_moe", "cosmos3_edge"]
 

@@ -7,7 +7,7 @@ from hypothesis import given
 
 from mm_handoff import HandoffLayout, MultimodalItem, get_adapter
 from mm_handoff.errors import GridMismatchError
-from mm_handoff.mrope import layout_delta
+from mm_handoff.layout.mrope import layout_delta
 
 
 def test_text_only_is_arange():

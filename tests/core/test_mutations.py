@@ -13,8 +13,9 @@ from handoff_strategies import prompts
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mm_handoff import HandoffError, accept_layout, wire
-from mm_handoff.spec import TimestampVocab
+from mm_handoff import HandoffError, accept_layout
+from mm_handoff.layout import wire
+from mm_handoff.layout.spec import TimestampVocab
 
 CLAIMS = ["ids", "runs", "grid", "timestamps", "spans", "spec", "delta", "convention", "family", "digest"]
 

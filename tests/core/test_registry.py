@@ -4,10 +4,10 @@ import types
 
 import pytest
 
-import mm_handoff.registry as registry_module
+import mm_handoff.adapters.registry as registry_module
 from mm_handoff.adapters import FAMILIES, Qwen3_5Adapter, Qwen3VLAdapter
+from mm_handoff.adapters.registry import AdapterRegistry, class_key
 from mm_handoff.errors import AdapterAlreadyRegisteredError, AdapterNotFoundError
-from mm_handoff.registry import AdapterRegistry, class_key
 
 
 class Base:  # stands in for an engine's processor base class

@@ -11,9 +11,9 @@ import pytest
 
 from mm_handoff import get_adapter
 from mm_handoff.errors import EngineNotSupportedError, HandoffError, TokenMismatchError
-from mm_handoff.instrumentor import Instrumentor, supports
-from mm_handoff.policy import Decision, Policy, decide
-from mm_handoff.registry import EngineAdapters
+from mm_handoff.glue.engine_adapters import EngineAdapters
+from mm_handoff.glue.instrumentor import Instrumentor, supports
+from mm_handoff.glue.policy import Decision, Policy, decide
 
 LOG = logging.getLogger("mm_handoff.test")
 
@@ -174,7 +174,7 @@ def _expanded_twice():
 
 @pytest.mark.parametrize("policy", ["raise", "rebuild"])
 def test_vllm_check_rejects_under_raise_and_rebuild(policy):
-    from mm_handoff.vllm._install import apply_wrapper
+    from mm_handoff.vllm._lifecycle import apply_wrapper
 
     inputs, result = _expanded_twice()
     with pytest.raises(TokenMismatchError) as info:
@@ -183,7 +183,7 @@ def test_vllm_check_rejects_under_raise_and_rebuild(policy):
 
 
 def test_vllm_check_passes_vllms_result_through_under_fallback(caplog):
-    from mm_handoff.vllm._install import apply_wrapper
+    from mm_handoff.vllm._lifecycle import apply_wrapper
 
     inputs, result = _expanded_twice()
     with caplog.at_level(logging.WARNING, logger="mm_handoff.vllm"):

@@ -1,4 +1,6 @@
-"""The package's shape: no import cycles, small modules, short functions, engines imported lazily."""
+"""The package's shape: no import cycles, no upward imports, short functions, engines imported lazily, and
+seams that show where they are crossed (no private name imported from another module, no re-export outside
+a package's ``__init__``, ``__all__`` only on a package's face)."""
 
 import ast
 import subprocess
@@ -121,7 +123,10 @@ def test_every_environment_variable_is_named_in_env():
     elsewhere = {f"{p.relative_to(PKG)}: {m}" for p in PKG.rglob("*.py") if p.name != "_env.py"
                  for m in re.findall(r"""["'](MM_HANDOFF_[A-Z0-9_]+)["']""", p.read_text())}
     assert elsewhere == set()
-    assert "MM_HANDOFF_CACHE" in named and len(named) == len(_env.__all__) - 3  # all but TRUTHY, FALSY, env_flag
+    assert "MM_HANDOFF_CACHE" in named
+    # one name per variable: no second name (an alias) for any of them
+    names = [k for k, v in vars(_env).items() if k.isupper() and isinstance(v, str) and v.startswith("MM_HANDOFF_")]
+    assert len(names) == len(named), sorted(names)
 
 
 def test_no_private_name_is_imported_from_another_module():
@@ -144,3 +149,33 @@ def test_no_private_name_is_imported_from_another_module():
                 if not is_module:
                     offenders.append(f"{path.relative_to(PKG)}:{node.lineno} imports {name}")
     assert offenders == []
+
+
+def test_all_only_on_faces():
+    """``__all__`` is a package's face: only an ``__init__.py`` declares one."""
+    declared = [str(p.relative_to(PKG)) for p in PKG.rglob("*.py") if p.name != "__init__.py"
+                and any(isinstance(n, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in n.targets)
+                        for n in ast.parse(p.read_text()).body)]
+    assert declared == []
+
+
+def test_no_reexport_outside_a_package_init():
+    """A module uses every package name it imports at module level: a name is imported from where it
+    lives, or from a package's face, never passed on through a module in between."""
+    offenders = []
+    for path in PKG.rglob("*.py"):
+        if path.name == "__init__.py":
+            continue
+        tree = ast.parse(path.read_text())
+        used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("mm_handoff")):
+                offenders += [f"{path.relative_to(PKG)}: {a.asname or a.name}" for a in node.names
+                              if (a.asname or a.name) not in used]
+    assert offenders == []
+
+
+def test_package_root_holds_the_face_and_few_modules():
+    """The root is the face (``__init__``) and the modules every part uses; the rest lives in packages."""
+    root = sorted(p.stem for p in PKG.glob("*.py"))
+    assert root == ["__init__", "__main__", "_cache", "_env", "_version", "checks", "cli", "errors", "reading"]

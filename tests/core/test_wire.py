@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from mm_handoff import HandoffError, HandoffLayout, Limits, WireFormatError, get_adapter
 from mm_handoff.errors import WireChecksumError, WireLimitError, WireVersionError, _fmt
-from mm_handoff.wire import VERSION
+from mm_handoff.layout.wire import VERSION
 
 from_wire = HandoffLayout.from_wire
 

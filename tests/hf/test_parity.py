@@ -31,12 +31,18 @@ from oracles import derive_layout_naive  # noqa: E402
 import mm_handoff  # noqa: E402
 from mm_handoff import MropeLengthError  # noqa: E402
 from mm_handoff.adapters import FAMILIES as ADAPTERS  # noqa: E402
-from mm_handoff.checks import first_difference  # noqa: E402
-from mm_handoff.hf import engine, tiny  # noqa: E402
 from mm_handoff.hf import processors as P  # noqa: E402
-from mm_handoff.hf.encode import grid_list  # noqa: E402
-from mm_handoff.hf.prefill import pad_mask, prefill_and_decode  # noqa: E402
+from mm_handoff.hf import tiny  # noqa: E402
+from mm_handoff.hf.aggregated import aggregated  # noqa: E402
+from mm_handoff.hf.encode import (  # noqa: E402
+    encode,
+    grid_list,  # noqa: E402
+    handoff,
+)
+from mm_handoff.hf.prefill import pad_mask, pd_from_encoder, prefill_and_decode, prefill_decode  # noqa: E402  # noqa: E402
+from mm_handoff.hf.report import run_three_modes  # noqa: E402
 from mm_handoff.hf.tokenizers import load_tokenizer  # noqa: E402
+from mm_handoff.layout.tokens import first_difference  # noqa: E402
 
 pytestmark = pytest.mark.hf
 
@@ -110,20 +116,20 @@ class FamilyEnv:
         kw = dict(messages=req["messages"], images=req.get("images"), videos=req.get("videos"),
                   **req.get("proc_kw", {}))
         meta = req.get("video_metadata")
-        agg = engine.aggregated(self.model, self.proc, video_metadata=copy.deepcopy(meta),
+        agg = aggregated(self.model, self.proc, video_metadata=copy.deepcopy(meta),
                                 max_new_tokens=MAX_NEW_TOKENS, **kw)
-        enc = engine.encode(self.model, self.proc, self.adapter, video_metadata=copy.deepcopy(meta),
+        enc = encode(self.model, self.proc, self.adapter, video_metadata=copy.deepcopy(meta),
                             request_id=f"{self.family}/{case}", **kw)
         out = {"request": req, "agg": agg, "enc": enc}
         for mode in ("epd", "epd-rebuild"):
-            out[mode] = engine.pd_from_encoder(self.model, self.adapter, enc, mode=mode, max_new_tokens=MAX_NEW_TOKENS)
+            out[mode] = pd_from_encoder(self.model, self.adapter, enc, mode=mode, max_new_tokens=MAX_NEW_TOKENS)
         try:
-            engine.pd_from_encoder(self.model, self.adapter, enc, mode="epd-stock", max_new_tokens=MAX_NEW_TOKENS,
+            pd_from_encoder(self.model, self.adapter, enc, mode="epd-stock", max_new_tokens=MAX_NEW_TOKENS,
                                    validate=True)
             out["stock_error"] = None
         except mm_handoff.HandoffError as exc:
             out["stock_error"] = exc
-        out["stock"] = engine.pd_from_encoder(self.model, self.adapter, enc, mode="epd-stock",
+        out["stock"] = pd_from_encoder(self.model, self.adapter, enc, mode="epd-stock",
                                               max_new_tokens=MAX_NEW_TOKENS, validate=False)
         # the processor's own outputs, for the layout checks
         out["inputs"] = P.run_processor(self.proc, req["messages"], images=req.get("images"),
@@ -219,7 +225,7 @@ def test_layout_rebuild_and_mrope(env, case):
     assert isinstance(delta, int) and delta == int(delta_hf.reshape(-1)[0])
     assert np.array_equal(layout.mrope_position_ids, pos) and layout.mrope_position_delta == delta
     # the wire form survives JSON and decodes to the same layout (mRoPE recomputed, delta carried)
-    wire, tensors = engine.handoff(enc)
+    wire, tensors = handoff(enc)
     decoded = mm_handoff.HandoffLayout.from_wire(wire)
     assert decoded.mrope_position_ids is None and decoded.mrope_position_delta == delta
     assert decoded == layout.with_mrope(None, delta)
@@ -308,14 +314,14 @@ def test_pd_rejects_wrong_row_count(env):
     """The accept step compares the rows per item with the layout's pads; the prefill compares the tensor
     it scatters with the pads."""
     r = env.run("video")
-    wire, tensors = engine.handoff(r["enc"])
+    wire, tensors = handoff(r["enc"])
     short = dict(embeddings=tensors["embeddings"][:-1], deepstack=[d[:-1] for d in tensors["deepstack"]])
     with pytest.raises(mm_handoff.EmbeddingCountError) as info:
-        engine.prefill_decode(env.model, env.adapter, mode="epd", wire=wire, max_new_tokens=1,
+        prefill_decode(env.model, env.adapter, mode="epd", wire=wire, max_new_tokens=1,
                               item_rows=[n - 1 for n in tensors["item_rows"]], **short)
     assert info.value.field == "embedding_rows"
     with pytest.raises(mm_handoff.EmbeddingCountError) as info:
-        engine.prefill_decode(env.model, env.adapter, mode="epd", wire=wire, max_new_tokens=1,
+        prefill_decode(env.model, env.adapter, mode="epd", wire=wire, max_new_tokens=1,
                               item_rows=tensors["item_rows"], **short)
     assert info.value.field == "embedding rows"
 
@@ -324,9 +330,9 @@ def test_pd_rejects_another_requests_handoff(env):
     """The carried layout must be the one this request's own prompt expands to: the video handoff with the
     two-video request's prompt is refused before any prefill."""
     one, two = env.run("video")["enc"], env.run("two_videos")["enc"]
-    wire, tensors = engine.handoff(one)
+    wire, tensors = handoff(one)
     with pytest.raises(mm_handoff.HandoffError) as info:
-        engine.prefill_decode(env.model, env.adapter, mode="epd", wire=wire, embeddings=tensors["embeddings"],
+        prefill_decode(env.model, env.adapter, mode="epd", wire=wire, embeddings=tensors["embeddings"],
                               deepstack=tensors["deepstack"], item_rows=tensors["item_rows"],
                               raw_prompt_ids=two.raw_prompt_ids, max_new_tokens=1)
     assert "prompt" in info.value.field
@@ -346,9 +352,9 @@ def test_deepstack_is_required(env):
         pytest.skip("no deepstack in this family")
     r = env.run("video")
     enc = r["enc"]
-    wire, tensors = engine.handoff(enc)
+    wire, tensors = handoff(enc)
     with pytest.raises(mm_handoff.EmbeddingCountError) as info:
-        engine.prefill_decode(env.model, env.adapter, mode="epd", wire=wire, embeddings=tensors["embeddings"],
+        prefill_decode(env.model, env.adapter, mode="epd", wire=wire, embeddings=tensors["embeddings"],
                               deepstack=[], item_rows=tensors["item_rows"], max_new_tokens=1)
     assert info.value.field == "embeddings[0].shape[1]"
     core = _prefill_layout(env, enc.layout, tensors["embeddings"], [], 1)
@@ -360,7 +366,7 @@ def test_decode_carries_recurrent_state(env):
     conv and recurrent state next to the K/V of the full-attention layers."""
     r = env.run("video")
     layout = r["enc"].layout
-    wire, tensors = engine.handoff(r["enc"])
+    wire, tensors = handoff(r["enc"])
     core = _prefill_layout(env, layout, tensors["embeddings"], tensors["deepstack"], MAX_NEW_TOKENS)
     assert core["tokens"] == r["agg"].tokens
     cache = core["cache"]
@@ -378,7 +384,7 @@ def test_decode_carries_recurrent_state(env):
 # ---------------------------------------------------------------------------------------------- the demo driver
 def test_run_three_modes_report():
     seen = []
-    rep = engine.run_three_modes("qwen3_vl", max_new_tokens=3, progress=lambda stage, info: seen.append(stage))
+    rep = run_three_modes("qwen3_vl", max_new_tokens=3, progress=lambda stage, info: seen.append(stage))
     assert rep["hidden_bitwise_equal"] == {"epd": True, "epd-rebuild": True, "epd-stock": False}
     assert rep["max_abs_logit_diff"]["epd"] == 0.0 and rep["max_abs_logit_diff"]["epd-stock"] > 0
     assert rep["validator"]["epd"] == "ok"

@@ -20,7 +20,7 @@ import mm_handoff
 import mm_handoff.sglang as glue
 from mm_handoff.adapters.timestamps import format_timestamp
 from mm_handoff.errors import EngineNotSupportedError, GridMismatchError, SkewError, TokenMismatchError
-from mm_handoff.spec import REPLACE_WRAPPER
+from mm_handoff.layout.spec import REPLACE_WRAPPER
 
 
 def test_sglang_encoder_timestamps_print_as_hfs(sglang_processor):

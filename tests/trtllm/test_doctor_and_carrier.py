@@ -5,9 +5,9 @@ import io
 import pytest
 
 import mm_handoff.trtllm as glue
-from mm_handoff.doctor import run_doctor
-from mm_handoff.trtllm._encoder import attach_stamp
-from mm_handoff.trtllm._lifecycle import version_in_range
+from mm_handoff.glue.instrumentor import version_in_range
+from mm_handoff.trtllm._encoder import attach_carried
+from mm_handoff.trtllm.doctor import run_doctor
 
 
 def test_doctor_lists_every_hook_point_and_exits_zero(engine):
@@ -68,6 +68,6 @@ def test_deferred_stamp_lands_when_the_response_arrives():
             return "handled"
 
     out = Output()
-    attach_stamp(out, {glue.LAYOUT_KEY: {"format": "x"}})
+    attach_carried(out, {glue.LAYOUT_KEY: {"format": "x"}})
     assert out._handle_response({"ok": True}) == "handled"
     assert out.disaggregated_params.multimodal_embedding_handles[0][glue.LAYOUT_KEY] == {"format": "x"}

@@ -15,8 +15,8 @@ import pytest
 from trtllm_helpers import PROBE, STAND_IN_DIR, run_python
 
 from mm_handoff import _env
-from mm_handoff._launcher import prepare_environment
-from mm_handoff._startup import EXIT_CODE, PTH_LINE
+from mm_handoff.trtllm._launcher import prepare_environment
+from mm_handoff.trtllm._startup import EXIT_CODE, PTH_LINE
 
 #: one mistyped value per setting a serving process reads (the launcher sets AUTOINSTALL itself)
 BAD_SETTINGS = [
@@ -111,13 +111,13 @@ def test_import_never_fails_on_a_setting_and_each_use_names_it():
     code = ("import json, mm_handoff\n"
             "out = {}\n"
             "for name, call in (('limits', lambda: mm_handoff.get_adapter('qwen3_vl').derive_layout([1, 2])),\n"
-            "                   ('policy', lambda: mm_handoff.policy.resolve_policy())):\n"
+            "                   ('policy', lambda: mm_handoff.glue.policy.resolve_policy())):\n"
             "    try:\n"
             "        call(); out[name] = 'no error'\n"
             "    except mm_handoff.HandoffError as exc:\n"
             "        out[name] = exc.field\n"
             "print(json.dumps(out))\n")
-    proc = run_python("import mm_handoff.policy\n" + code, env=garbage, stand_in=False)
+    proc = run_python("import mm_handoff.glue.policy\n" + code, env=garbage, stand_in=False)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == {"limits": _env.LIMITS, "policy": _env.POLICY}
     cli = run_python("import sys; from mm_handoff.cli import main; sys.exit(main(['inspect', '-']))",

@@ -8,8 +8,8 @@ import pytest
 from trtllm_helpers import PROMPT, video_request
 
 import mm_handoff.trtllm as glue
-from mm_handoff._ledger import WRAPPER_MARK, find_owner
 from mm_handoff.errors import EngineNotSupportedError, HandoffError
+from mm_handoff.glue.ledger import WRAPPER_MARK, find_owner
 
 
 def _targets():

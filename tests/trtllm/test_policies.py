@@ -211,8 +211,8 @@ def test_rebuild_replaces_a_corrupted_layout_and_admission_checks_the_rebuilt_on
 def test_encoder_ships_the_grids_when_the_layout_does_not_derive(caplog, policy, monkeypatch):
     """A layout that does not derive from the encoder's ids: raise fails the request there; fallback and
     rebuild ship the grids and metadata only (so the PD side can rebuild), and say so."""
-    from mm_handoff.policy import Policy
-    from mm_handoff.trtllm._encoder import build_stamp
+    from mm_handoff.glue.policy import Policy
+    from mm_handoff.trtllm._encoder import build_carried
 
     adapter = get_adapter("qwen3_vl")
     error = HandoffError("token_ids", "an expanded prompt", "something else")
@@ -222,7 +222,7 @@ def test_encoder_ships_the_grids_when_the_layout_does_not_derive(caplog, policy,
 
     monkeypatch.setattr(type(adapter), "derive_layout", broken)
     grids = {"video_grid_thw": [[2, 4, 4]]}
-    call = lambda: build_stamp(adapter, [1, 2, 3], grids, {}, policy=Policy(policy), request_id="e1")  # noqa: E731
+    call = lambda: build_carried(adapter, [1, 2, 3], grids, {}, policy=Policy(policy), request_id="e1")  # noqa: E731
     if policy == "raise":
         with pytest.raises(HandoffError) as info:
             call()

@@ -73,7 +73,8 @@ def test_absent_broken_or_unsupported_engine(tmp_path):
 def test_launcher_chains_an_existing_sitecustomize(tmp_path):
     """A sitecustomize already on PYTHONPATH still runs after mm-handoff's."""
     (tmp_path / "sitecustomize.py").write_text("import sys; sys.stderr.write('user sitecustomize ran\\n')\n")
-    code = "import sys, mm_handoff._startup as s; print(any(isinstance(f, s._PostImportFinder) for f in sys.meta_path))"
+    code = ("import sys, mm_handoff.trtllm._startup as s; "
+            "print(any(isinstance(f, s._PostImportFinder) for f in sys.meta_path))")
     proc = run_python(code, launcher=True, stand_in=False, env={"PYTHONPATH": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["True"]
@@ -91,7 +92,7 @@ def test_run_command_strips_the_separator_and_needs_a_command(capsys):
 
 def test_documented_pth_line_registers_the_hook_only_when_enabled(tmp_path):
     """The .pth line from the docs, processed by site: the hook is armed with the variable, absent without."""
-    from mm_handoff._startup import PTH_LINE
+    from mm_handoff.trtllm._startup import PTH_LINE
 
     (tmp_path / "mm_handoff_autoinstall.pth").write_text(PTH_LINE + "\n")
     code = (f"import site, sys; site.addsitedir({str(tmp_path)!r}); "

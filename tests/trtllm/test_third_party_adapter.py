@@ -16,9 +16,9 @@ from trtllm_helpers import REPO, STAND_IN_DIR, run_python
 
 PLUGIN = textwrap.dedent("""
     from mm_handoff.adapters.base import Adapter
-    from mm_handoff.derive import derive_layout
-    from mm_handoff.mrope import mrope_positions
-    from mm_handoff.spec import PAD_ONLY, TimestampVocab, TokenSpec
+    from mm_handoff.layout import derive_layout
+    from mm_handoff.layout.mrope import mrope_positions
+    from mm_handoff.layout.spec import PAD_ONLY, TimestampVocab, TokenSpec
 
     # the stand-in tokenizer's ids: specials as in Qwen3-VL, characters at 1000 + ord(c), " seconds" 6486
     SPEC = TokenSpec(image_pad=151655, video_pad=151656, vision_start=151652, vision_end=151653,

@@ -8,8 +8,8 @@ import pytest
 from trtllm_helpers import video_request
 
 import mm_handoff.trtllm as glue
-from mm_handoff.doctor import run_doctor
 from mm_handoff.errors import HandoffError
+from mm_handoff.trtllm.doctor import run_doctor
 
 
 def test_stand_in_handles_serve_one_consumer(engine):

@@ -15,13 +15,8 @@ from trtllm_helpers import PROMPT, video_request
 import mm_handoff.trtllm as glue
 from mm_handoff.errors import HandoffError, LayoutError
 from mm_handoff.layout import HandoffLayout
-from mm_handoff.trtllm._carrier import adapter_for, disagg_prefill_inputs
-from mm_handoff.trtllm._upstream_layout import (
-    check_upstream_layout,
-    embed_mask_cumsum,
-    encoder_token_lengths,
-    read_upstream_layout,
-)
+from mm_handoff.trtllm._carrier import adapter_for, disagg_prefill_inputs, encoder_token_lengths
+from mm_handoff.trtllm._upstream_layout import check_upstream_layout, embed_mask_cumsum, read_upstream_layout
 
 
 @pytest.fixture

@@ -22,11 +22,11 @@ from vllm_conformance.overlay import FILES, OVERLAID, VERSION
 import mm_handoff
 import mm_handoff.vllm as glue
 from mm_handoff.errors import EngineNotSupportedError, SkewError, TokenMismatchError
+from mm_handoff.glue.instrumentor import supports
 from mm_handoff.hf.encode import encode
 from mm_handoff.hf.processors import synthetic_clip, video_messages
-from mm_handoff.instrumentor import supports
-from mm_handoff.spec import REPLACE_WRAPPER
-from mm_handoff.vllm._install import SUPPORTED_VERSIONS
+from mm_handoff.layout.spec import REPLACE_WRAPPER
+from mm_handoff.vllm._lifecycle import SUPPORTED_VERSIONS
 
 
 def test_the_wheel_is_0_33_and_the_range_admits_it():

@@ -156,7 +156,7 @@ def test_convention_skew_between_encoder_and_pd_is_named(engine):
     layout is refused in the engine with a typed error naming the convention, before any token is compared."""
     import mm_handoff
     from mm_handoff.errors import SkewError
-    from mm_handoff.spec import REPLACE_WRAPPER
+    from mm_handoff.layout.spec import REPLACE_WRAPPER
 
     llm, processor, adapter, family = engine[0], engine[2], engine[3], engine[4]
     enc, request, _, clips = _encode(engine, "sampled frames")

@@ -7,6 +7,7 @@ import pytest
 pytest.importorskip("vllm")
 
 import mm_handoff.vllm as glue
+from mm_handoff import _env
 from mm_handoff.vllm import plugin
 
 
@@ -20,7 +21,7 @@ def test_register_installs_only_when_asked(monkeypatch, value, installed):
     from vllm.model_executor.models.qwen3_vl import Qwen3VLMultiModalProcessor
 
     original = Qwen3VLMultiModalProcessor.apply
-    monkeypatch.setenv(plugin.CHECK_ENV, value)
+    monkeypatch.setenv(_env.VLLM_CHECK, value)
     try:
         plugin.register()
         assert glue.is_installed() is installed

@@ -1,0 +1,81 @@
+"""What to do when the prefill side has no (or a mismatching) encoder layout: one setting.
+
+- ``raise`` (default): reject the request with the typed error; nothing else is affected.
+- ``rebuild``: rebuild the exact aggregated ids through the family adapter from the grids and the
+  video metadata carried with the request; raise when those are not carried either.
+- ``fallback``: keep the engine's upstream behaviour, with a warning (explicit opt-in only).
+
+The same policy applies at every check point of both engines (TensorRT-LLM: what the encoder attaches,
+the prefill point, admission, worker ingress, the context-phase slice; vLLM: the in-engine check).
+``MM_HANDOFF_POLICY`` sets the process default.
+
+A check point that failed asks :func:`decide` what to do and acts on the :class:`Decision` it gets:
+the policy, and what that check point can do instead of raising (its ``remedy``), decide it; the log
+line says what will happen there.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+
+from .. import _env
+from ..errors import HandoffError
+
+
+class Policy(str, enum.Enum):
+    RAISE = "raise"
+    REBUILD = "rebuild"
+    FALLBACK = "fallback"
+
+
+def resolve_policy(value: str | Policy | None = None, *, environ=None) -> Policy:
+    """A policy from an argument, else ``$MM_HANDOFF_POLICY`` (of ``environ``, default the process's), else
+    ``raise``; anything else is a typed error naming the argument or the variable."""
+    field = "policy"
+    if value is None:
+        field, value = _env.POLICY, (os.environ if environ is None else environ).get(_env.POLICY) or Policy.RAISE
+    try:
+        return Policy(value.value if isinstance(value, Policy) else str(value).strip().lower())
+    except ValueError:
+        raise HandoffError(field, f"one of {[p.value for p in Policy]}", value) from None
+
+
+class Decision(enum.Enum):
+    """What a check point does with a failed check (under ``raise`` the error propagates instead)."""
+
+    #: keep the engine's own behaviour (``fallback``), with a warning
+    PASS_THROUGH = "pass through"
+    #: the prefill point rebuilds the exact aggregated layout from the carried grids and metadata
+    REBUILD = "rebuild"
+    #: the encoder ships the grids and video metadata without a layout, so the prefill side can rebuild
+    SHIP_GRIDS = "ship grids"
+
+
+_SAYS = {
+    Decision.PASS_THROUGH: "policy=fallback: continuing with the engine's own behaviour",
+    Decision.REBUILD: "policy=rebuild: rebuilding the aggregated layout from the carried grids",
+    Decision.SHIP_GRIDS: "policy={policy}: shipping the grids and video metadata only; the prefill side can rebuild",
+}
+
+
+def decide(policy: Policy, error: HandoffError, *, where: str, remedy: Decision | None = None,
+           log: logging.Logger) -> Decision:
+    """The decision for one failed check at ``where``; under ``raise`` the typed error propagates.
+
+    ``remedy``: what this check point can do instead of failing the request, if anything:
+    :attr:`Decision.REBUILD` at the prefill point when grids are carried, :attr:`Decision.SHIP_GRIDS`
+    at the encoder. ``fallback`` gives ``remedy`` where it is :attr:`Decision.SHIP_GRIDS` (the
+    encoder has no engine behaviour to fall back to but shipping less), else
+    :attr:`Decision.PASS_THROUGH`. ``rebuild`` gives ``remedy`` where there is one; without one it
+    raises, as ``raise`` does (there is nothing to rebuild at that check point).
+    """
+    if policy is Policy.FALLBACK:
+        decision = Decision.SHIP_GRIDS if remedy is Decision.SHIP_GRIDS else Decision.PASS_THROUGH
+        log.warning("mm-handoff: %s: %s (%s)", where, error, _SAYS[decision].format(policy=policy.value))
+        return decision
+    if policy is Policy.REBUILD and remedy is not None:
+        log.info("mm-handoff: %s: %s (%s)", where, error, _SAYS[remedy].format(policy=policy.value))
+        return remedy
+    raise error

@@ -1,0 +1,217 @@
+"""PD side: what SGLang's ``get_validated_mm_data`` produced, checked against the carried layout.
+
+SGLang's EPD prefill side (``--language-only``) rebuilds the prompt from the request's prompt, the
+encoder's grids and, for the Qwen3-family model types, the encoder's ``video_timestamps``
+(``QwenVLImageProcessor.get_mm_data``, SGLang 0.5.23 ``srt/multimodal/processors/qwen_vl.py``):
+``<t seconds>`` + ``<|vision_start|>`` + pads + ``<|vision_end|>`` per temporal group, one multimodal
+item per pad run, and the mRoPE ids computed locally. Its own check (``_validate_precomputed_embedding_layout``
+in ``base_processor.py``) compares embedding rows with the item offsets only.
+
+* :func:`check_mm_output`: with a carried layout, the shared accept step
+  (:func:`mm_handoff.accept_layout`: skew of family / spec / tokenizer / convention, grids, the mRoPE
+  delta, this request's grids and embedding rows), then SGLang's ids, its items' offsets (one per pad
+  run, in order, with their modality), its mRoPE ids and its delta against the layout's.
+* :func:`check_stamped`: without a layout, a family that stamps every group must have one timestamp
+  per temporal group; without them SGLang builds one pad run per video (#20138's layout), silently.
+* :func:`check_derived`: without a layout but with this side's adapter, SGLang's ids must be a valid
+  layout of the family for the request's grids, and its offsets and mRoPE ids must be that layout's.
+* :func:`engine_inputs`: the carried layout turned into what SGLang's scheduler takes (ids, the items'
+  offsets, mRoPE ids and delta): the ``rebuild`` remedy, and mm-handoff's PD-side work in the benchmark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+from ..adapters.base import typed_adapter
+from ..checks import accept_layout
+from ..errors import EmbeddingCountError, GridMismatchError, HandoffError, MropeLengthError
+from ..layout import HandoffLayout
+from ..layout.items import IMAGE, VIDEO
+from ..layout.spec import normalize_grids
+from ..layout.tokens import check_token_ids
+
+#: the model types whose ``get_mm_data`` stamps every temporal group when ``video_timestamps`` is given
+#: (SGLang 0.5.23, ``QwenVLImageProcessor.get_mm_data``); its encoder sends them for all but ``qwen4_exp``
+STAMPING_MODEL_TYPES = frozenset({"qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "qwen4_exp",
+                                  "intern_s2_preview", "cosmos3_omni"})
+
+_IDS_FIELD = "input_ids after SGLang's get_mm_data"
+_FALLBACK_HINT = ("without video_timestamps SGLang builds one pad run per video (#20138's layout) and its own "
+                  "check passes: the encoder's video loader gave no video_metadata, or its model type is not on "
+                  "the encoder's list")
+
+
+def modality_name(value) -> str:
+    """``Modality.VIDEO`` -> ``"video"`` (SGLang's enum) or a plain string."""
+    name = getattr(value, "name", value)
+    return str(name).lower()
+
+
+def _as_list(value) -> list | None:
+    if value is None:
+        return None
+    return value.tolist() if hasattr(value, "tolist") else [list(g) for g in value]
+
+
+def grids_of(value, field: str, merge_size: int, request_id=None) -> list:
+    """SGLang's grid tensor (``[n, 3]``) or list as a list of ``(t, h, w)``; ``[]`` for none."""
+    grids = _as_list(value)
+    if not grids:
+        return []
+    try:
+        return normalize_grids(grids, field, merge_size=merge_size)
+    except HandoffError as exc:
+        raise exc.with_request(request_id) from None
+
+
+def output_runs(output) -> list:
+    """``[(modality, start, end_exclusive), ...]``: SGLang's items' offsets (inclusive ends) in order."""
+    runs = []
+    for item in output.mm_items:
+        for start, end in item.offsets or ():
+            runs.append((modality_name(item.modality), int(start), int(end) + 1))
+    return runs
+
+
+def _layout_runs(layout: HandoffLayout) -> list:
+    runs = []
+    for item in layout.items:
+        starts = item.run_offsets.tolist()
+        ends = (item.run_offsets + item.run_lengths).tolist()
+        runs += [(item.modality, s, e) for s, e in zip(starts, ends, strict=True)]
+    return runs
+
+
+@attrs.frozen(eq=False)
+class EngineInputs:
+    """What SGLang's scheduler takes for one request, built from a layout."""
+
+    #: the expanded ids (a Python list, as SGLang keeps them)
+    input_ids: list
+    #: one ``(modality, (start, end_inclusive))`` per pad run, in prompt order (SGLang's items)
+    runs: list
+    #: ``[3, len]`` int64 mRoPE ids
+    mrope_positions: np.ndarray
+    mrope_position_delta: int
+
+
+def engine_inputs(layout: HandoffLayout, adapter, *, request_id=None) -> EngineInputs:
+    """The layout's ids, pad runs (SGLang's item offsets) and mRoPE ids, computed by this side's adapter."""
+    images = [list(i.grid_thw) for i in layout.items if i.modality == IMAGE] or None
+    videos = [list(i.grid_thw) for i in layout.items if i.modality == VIDEO] or None
+    positions, delta = typed_adapter(adapter).mrope_positions(layout.token_ids, image_grid_thw=images,
+                                    video_grid_thw=videos, request_id=request_id)
+    runs = [(m, (s, e - 1)) for m, s, e in _layout_runs(layout)]
+    return EngineInputs(layout.token_id_list(), runs, np.asarray(positions), int(delta))
+
+
+def check_stamped(model_type: str, video_grid_thw, video_timestamps, *, merge_size: int = 2,
+                  request_id=None) -> None:
+    """A model type that stamps every group got one timestamp per temporal group for every video."""
+    if model_type not in STAMPING_MODEL_TYPES:
+        return
+    grids = grids_of(video_grid_thw, "video_grid_thw", merge_size, request_id)
+    if not grids:
+        return
+    if video_timestamps is None:
+        raise GridMismatchError("video_timestamps", f"one per temporal group ({[g[0] for g in grids]})", None,
+                                request_id=request_id, hint=_FALLBACK_HINT)
+    stamps = list(video_timestamps)
+    counts = [len(s) if isinstance(s, Sequence) or hasattr(s, "__len__") else None for s in stamps]
+    if counts != [g[0] for g in grids]:
+        raise GridMismatchError("video_timestamps", f"{[g[0] for g in grids]} (one per temporal group, per video)",
+                                counts, request_id=request_id,
+                                hint="SGLang reads one per group and ignores extras; a missing one is an IndexError")
+
+
+def _check_runs(expected: list, output, request_id) -> None:
+    actual = output_runs(output)
+    if actual == expected:
+        return
+    k = next((i for i, (a, b) in enumerate(zip(expected, actual, strict=False)) if a != b),
+             min(len(expected), len(actual)))
+    raise GridMismatchError(f"mm_items offsets (run {k})" if len(actual) == len(expected) else "mm_items offsets",
+                            f"{len(expected)} runs; run {k}: {expected[k] if k < len(expected) else None}",
+                            f"{len(actual)} runs; run {k}: {actual[k] if k < len(actual) else None}",
+                            request_id=request_id, hint="SGLang's items do not sit on the layout's pad runs")
+
+
+def _check_mrope(positions: np.ndarray, delta: int, output, request_id) -> None:
+    got = output.mrope_positions
+    if got is None:
+        raise MropeLengthError("mrope_positions", f"{list(positions.shape)} ids", None, request_id=request_id)
+    got = np.asarray(got.cpu().numpy() if hasattr(got, "cpu") else got)
+    if got.shape != positions.shape:
+        raise MropeLengthError("mrope_positions", f"shape {list(positions.shape)}", f"shape {list(got.shape)}",
+                               request_id=request_id)
+    bad = np.flatnonzero((got != positions).any(axis=0))
+    if bad.size:
+        i = int(bad[0])
+        raise GridMismatchError(f"mrope_positions[:, {i}]", positions[:, i].tolist(), got[:, i].tolist(),
+                                request_id=request_id, hint="SGLang's mRoPE ids differ from the layout's")
+    own = output.mrope_position_delta
+    own = int(np.asarray(own.cpu().numpy() if hasattr(own, "cpu") else own).reshape(-1)[0]) \
+        if own is not None else None
+    if own != delta:
+        raise GridMismatchError("mrope_position_delta", delta, own, request_id=request_id)
+
+
+def _embedding_rows(embeddings, request_id) -> dict:
+    rows = {}
+    for modality, tensor in (embeddings or {}).items():
+        shape = getattr(tensor, "shape", None)
+        if shape is None or len(shape) != 2:
+            raise EmbeddingCountError(f"embeddings[{modality_name(modality)}].shape", "[rows, width]",
+                                      None if shape is None else list(shape), request_id=request_id)
+        rows[modality_name(modality)] = int(shape[0])
+    return rows
+
+
+def check_embedding_rows_per_modality(layout: HandoffLayout, embeddings, request_id) -> None:
+    """Per modality, the rows SGLang received equal the layout's pads of that modality."""
+    if embeddings is None:
+        return
+    got = _embedding_rows(embeddings, request_id)
+    want: dict[str, int] = {}
+    for item in layout.items:
+        want[item.modality] = want.get(item.modality, 0) + item.embedding_length
+    if got != want:
+        raise EmbeddingCountError("embeddings (rows per modality)", f"{want} (pads per modality)", got,
+                                  request_id=request_id)
+
+
+def check_mm_output(output, carried: Any, adapter, *, embeddings=None, img_grid_thw=None, video_grid_thw=None,
+                    request_id=None, inputs: EngineInputs | None = None) -> HandoffLayout:
+    """SGLang's ``MultimodalProcessorOutput`` equals the carried layout (a layout or its wire form).
+
+    The accept step first (this request's grids, the embedding rows per modality); then the ids, the
+    items' offsets, the mRoPE ids and delta. ``inputs``: :func:`engine_inputs` when already computed.
+    Returns the layout.
+    """
+    layout = accept_layout(carried, adapter, image_grid_thw=_as_list(img_grid_thw),
+                           video_grid_thw=_as_list(video_grid_thw), request_id=request_id)
+    check_embedding_rows_per_modality(layout, embeddings, request_id)
+    check_token_ids(layout.token_ids, output.input_ids, request_id=request_id, field=_IDS_FIELD)
+    inputs = inputs or engine_inputs(layout, adapter, request_id=request_id)
+    _check_runs([(m, s, e + 1) for m, (s, e) in inputs.runs], output, request_id)
+    _check_mrope(inputs.mrope_positions, inputs.mrope_position_delta, output, request_id)
+    return layout
+
+
+def check_derived(output, adapter, *, img_grid_thw=None, video_grid_thw=None, request_id=None) -> HandoffLayout:
+    """Without a carried layout: SGLang's ids are a valid layout of this side's family for the request's
+    grids (every group stamped and framed), and its offsets and mRoPE ids are that layout's."""
+    merge = typed_adapter(adapter).spec.merge_size
+    images = grids_of(img_grid_thw, "img_grid_thw", merge, request_id) or None
+    videos = grids_of(video_grid_thw, "video_grid_thw", merge, request_id) or None
+    layout = typed_adapter(adapter).derive_layout(np.asarray(output.input_ids, dtype=np.int64),
+                          image_grid_thw=images, video_grid_thw=videos, mrope=False, request_id=request_id)
+    inputs = engine_inputs(layout, adapter, request_id=request_id)
+    _check_runs([(m, s, e + 1) for m, (s, e) in inputs.runs], output, request_id)
+    _check_mrope(inputs.mrope_positions, inputs.mrope_position_delta, output, request_id)
+    return layout

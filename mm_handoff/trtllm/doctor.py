@@ -1,0 +1,82 @@
+"""``mm-handoff doctor``: versions, the mode, each TensorRT-LLM hook point found or missing, patch status.
+
+The mode follows what the installed files have: ``carry`` (mm-handoff carries the encoder's layout) or
+``validate`` (``DisaggregatedParams.multimodal_layout`` exists: upstream carries it, mm-handoff validates
+it). The ``slice check`` line says where the context-phase mRoPE slice check goes, or, in capitals, that it
+could not be placed (the context-phase slice moved somewhere the patch table does not know).
+
+Exit code 0 when TensorRT-LLM is importable, in range, every required hook point is found and the slice
+check can be placed; 1 otherwise. Nothing is patched by running it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .._version import __version__
+from ..glue.instrumentor import distribution_version, supports
+from . import SUPPORTED_VERSIONS, status
+from ._lifecycle import MODES
+
+
+def doctor_report() -> dict:
+    """:func:`mm_handoff.trtllm.status` plus the versions around it and whether the engine's is in range."""
+    report = status()
+    report["mm_handoff"] = __version__
+    report["transformers"] = distribution_version("transformers")
+    report["version_ok"] = supports(report.get("tensorrt_llm"), SUPPORTED_VERSIONS)
+    return report
+
+
+def _ok(report: dict) -> bool:
+    if report["engine_error"] or not report["version_ok"]:
+        return False
+    if report.get("slice_check", {}).get("placed") is False:
+        return False
+    return not any(h["state"] == "drifted" or (h["state"] == "missing" and h["required"]) for h in report["hooks"])
+
+
+def _engine_line(report: dict) -> str:
+    out_of_range = "" if report["version_ok"] or not report["tensorrt_llm"] else "  -> OUT OF RANGE"
+    return (f"tensorrt_llm  {report['tensorrt_llm'] or 'not importable'}"
+            f"  (supported: {'; '.join(SUPPORTED_VERSIONS)}{out_of_range})")
+
+
+def run_doctor(args=None, *, out=None) -> int:
+    out = out or sys.stdout
+    report = doctor_report()
+
+    def line(text=""):
+        print(text, file=out)
+
+    line(f"mm_handoff    {report['mm_handoff']}")
+    line(_engine_line(report))
+    line(f"transformers  {report['transformers'] or 'not installed'}")
+    line(f"installed     {report['installed']}  (policy={report['policy']})")
+    if report["engine_error"]:
+        line(f"engine        {report['engine_error']}")
+    fields = ", ".join(report["upstream_fix_fields"])
+    line(f"upstream fix  {f'yes: DisaggregatedParams.{fields} (upstream carries the layout)' if fields else 'no'}")
+    if report.get("mode"):
+        line(f"mode          {report['mode']}: {MODES.get(report['mode'], '')}")
+    placed = report.get("slice_check") or {}
+    if placed.get("placed"):
+        line(f"slice check   placed: {', '.join(placed['where'])}")
+    elif placed.get("placed") is False:
+        line(f"slice check   NOT PLACED: {placed['reason']}")
+    for field, decision in report.get("upstream_carriers", {}).items():
+        line(f"carrier       DisaggregatedParams.{field}: {decision}")
+    if report["hooks"]:
+        line()
+        line("hook points")
+    for hook in report["hooks"]:
+        need = "required" if hook["required"] else "optional"
+        line(f"  [{hook['state']:>8}] {hook['target']}  ({hook['wrapper']}, {hook['process']} process, {need})")
+        if hook["reason"]:
+            line(f"             {hook['reason']}")
+    for key in report["left_in_place"]:
+        line(f"  [left in place] {key}: wrapped over by another patch; mm-handoff's layer is switched off")
+    ok = _ok(report)
+    line()
+    line("ok" if ok else "not ready: see above")
+    return 0 if ok else 1

