@@ -30,11 +30,15 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check --quiet .
 	$(VENV)/bin/mypy
 
+# the core's tests (no engine, no HF model): the package's own modules, mirrored under tests/
+CORE_TESTS := tests/layout tests/adapters tests/checks tests/glue tests/adversarial tests/vllm_glue \
+  tests/test_structure.py tests/test_packaging.py
+
 test: lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 	# the core's checks again in an optimised interpreter: nothing may depend on assert (every test once
 	# more; the properties with hypothesis's dev profile: the examples were drawn in full above)
-	HYPOTHESIS_PROFILE=dev $(PY) -O -m pytest tests/core -q -p no:cacheprovider
+	HYPOTHESIS_PROFILE=dev $(PY) -O -m pytest $(CORE_TESTS) -q -p no:cacheprovider
 
 bench: $(STAMP)
 	$(VENV)/bin/mm-handoff bench

@@ -58,7 +58,7 @@ from .errors import (
     TokenMismatchError,
     typed_failures,
 )
-from .layout import HandoffLayout
+from .layout.contract import HandoffLayout
 from .layout.items import IMAGE, VIDEO
 from .layout.spec import TokenSpec, normalize_grids
 from .layout.tokens import check_token_ids, readonly_ids
@@ -449,6 +449,8 @@ def accept_layout(carried: Any, adapter, *, embeddings=None, embedding_shapes=No
                      prompt_token_ids=prompt_token_ids, mrope_position_ids=mrope_position_ids,
                      image_grid_thw=image_grid_thw, video_grid_thw=video_grid_thw, video_metadata=video_metadata,
                      limits=limits, request_id=request_id)
-    layout = carried if isinstance(carried, HandoffLayout) else \
-        HandoffLayout.from_wire(carried, limits=limits, request_id=request_id)
+    if isinstance(carried, HandoffLayout):
+        layout = carried
+    else:
+        layout = HandoffLayout.from_wire(carried, limits=limits, request_id=request_id)
     return check_layout(layout, None if adapter is None else typed_adapter(adapter), side)

@@ -1,7 +1,8 @@
 """Shared test set-up: hypothesis profiles and registry isolation.
 
 Profiles: ``ci`` (default, >= 2,000 examples per property), ``dev`` (fast), ``deep``
-(100,000 examples; run with ``HYPOTHESIS_PROFILE=deep pytest tests/core/test_wire.py tests/core/test_hardening.py``).
+(100,000 examples; run with
+``HYPOTHESIS_PROFILE=deep pytest tests/layout/test_wire.py tests/adversarial/test_hardening.py``).
 """
 
 import os
