@@ -171,19 +171,12 @@ class TokenMismatchError(HandoffError):
 
 
 class WireFormatError(HandoffError):
-    """A wire payload is malformed: wrong type, missing or unknown key, undecodable field."""
+    """A wire payload is refused: malformed (wrong type, missing or unknown key, undecodable field), of
+    another format version (field ``wire.version``), altered in transit (``wire.checksum``), or declaring
+    more than the limits allow (rejected before anything is allocated)."""
 
 
-class WireVersionError(WireFormatError):
-    """A wire payload of a format version this build does not read."""
 
-
-class WireChecksumError(WireFormatError):
-    """A wire payload whose content does not match its fingerprint (corrupted in transit)."""
-
-
-class WireLimitError(WireFormatError):
-    """A wire payload declares more than the configured limits allow; rejected before allocating."""
 
 
 class SkewError(HandoffError):
@@ -197,9 +190,6 @@ class AdapterError(HandoffError):
 class AdapterNotFoundError(AdapterError, LookupError):
     """No adapter is registered for a key; the message lists the known families."""
 
-
-class AdapterAlreadyRegisteredError(AdapterError):
-    """A key already has an adapter and replacing it was not asked for."""
 
 
 class AdapterRegistrationError(AdapterError, TypeError):

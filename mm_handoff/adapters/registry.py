@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .. import _env
-from ..errors import AdapterAlreadyRegisteredError, AdapterError, AdapterNotFoundError, AdapterRegistrationError
+from ..errors import AdapterError, AdapterNotFoundError, AdapterRegistrationError
 from .base import typed_adapter
 
 log = logging.getLogger("mm_handoff")
@@ -88,7 +88,7 @@ class AdapterRegistry:
                     table, norm = self._by_name, key.lower()
                 old = table.get(norm)
                 if old is not None and old is not factory and not replace:
-                    raise AdapterAlreadyRegisteredError(
+                    raise AdapterError(
                         f"adapter for {norm!r}", "no adapter yet (or replace=True)",
                         f"{_describe(old)} already registered; refusing {_describe(factory)}")
                 plan.append((table, norm))

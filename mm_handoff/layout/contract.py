@@ -339,7 +339,7 @@ class HandoffLayout:
 
         A malformed payload raises a :class:`~mm_handoff.errors.WireFormatError` subclass (bounded by
         ``limits``, :class:`~mm_handoff.reading.Limits`); content altered in transit raises
-        :class:`WireChecksumError` before any layout object is built; a well-formed, intact payload
+        :class:`WireFormatError` before any layout object is built; a well-formed, intact payload
         describing an invalid layout raises the :class:`LayoutError` naming the broken invariant.
         """
         content = wire.decode(obj, limits=limits, request_id=request_id)

@@ -38,7 +38,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ..errors import HandoffError, WireChecksumError, WireFormatError, WireLimitError, WireVersionError
+from ..errors import HandoffError, WireFormatError
 from ..reading import MAX_COUNT, MAX_ID, Limits, plain_ints, resolve_limits
 from .spec import TokenSpec
 from .tokens import read_only
@@ -188,7 +188,7 @@ def _list(v, field, rid, max_len: int) -> list | tuple:
     if type(v) is not list and type(v) is not tuple:
         raise _fail(field, "a list", _typename(v), rid)
     if len(v) > max_len:
-        raise WireLimitError(f"wire.{field}", f"at most {max_len} entries", len(v), request_id=rid)
+        raise WireFormatError(f"wire.{field}", f"at most {max_len} entries", len(v), request_id=rid)
     return v
 
 
@@ -199,7 +199,7 @@ def _decode_arrays(v, rid, expected_values: int) -> np.ndarray:
     want = 4 * expected_values
     most = 4 * ((want + want // 1000 + 64) // 3 + 1)  # zlib's worst case for ``want`` bytes, in base64
     if len(v) > most:
-        raise WireLimitError("wire.arrays", f"at most {most} characters for the declared sizes", len(v),
+        raise WireFormatError("wire.arrays", f"at most {most} characters for the declared sizes", len(v),
                              request_id=rid)
     try:
         packed = base64.b64decode(v.encode("ascii"), validate=True)
@@ -311,7 +311,7 @@ def _load(obj, limits: Limits, rid) -> dict:
     """The payload as a dict with the right format, version and keys."""
     if type(obj) in (str, bytes, bytearray):
         if len(obj) > limits.max_payload_chars:
-            raise WireLimitError("wire", f"at most {limits.max_payload_chars} characters", len(obj), request_id=rid)
+            raise WireFormatError("wire", f"at most {limits.max_payload_chars} characters", len(obj), request_id=rid)
         # a payload is one object with a few small ones inside (spec, sizes, one per item): count the
         # objects and lists before parsing, so a text of millions of them costs one scan, not gigabytes
         # (and the values in them: an honest payload has about 8 commas and 4 colons per item)
@@ -319,11 +319,11 @@ def _load(obj, limits: Limits, rid) -> dict:
         opens = text.count("{") + text.count("[")
         most = 2 * limits.max_items + 8
         if opens > most:
-            raise WireLimitError("wire.json", f"at most {most} JSON objects and lists (limits.max_items)", opens,
+            raise WireFormatError("wire.json", f"at most {most} JSON objects and lists (limits.max_items)", opens,
                                  request_id=rid)
         separators, most = text.count(",") + text.count(":"), 16 * limits.max_items + 128
         if separators > most:
-            raise WireLimitError("wire.json", f"at most {most} JSON values (limits.max_items)", separators,
+            raise WireFormatError("wire.json", f"at most {most} JSON values (limits.max_items)", separators,
                                  request_id=rid)
         try:
             obj = json.loads(obj)
@@ -335,7 +335,7 @@ def _load(obj, limits: Limits, rid) -> dict:
         raise _fail("format", FORMAT, obj.get("format"), rid)
     version = obj.get("version")
     if type(version) is not int or version != VERSION:
-        raise WireVersionError("wire.version", VERSION, version, request_id=rid,
+        raise WireFormatError("wire.version", VERSION, version, request_id=rid,
                                hint="encoder and prefill run different mm-handoff versions")
     return _dict(obj, "payload", _KEYS, rid)
 
@@ -344,7 +344,7 @@ def _header(obj: dict, limits: Limits, rid) -> tuple:
     """Scalar fields and declared sizes, each bounded before anything is allocated."""
     n = _int(obj["length"], "length", rid, low=1)
     if n > limits.max_prompt_len:
-        raise WireLimitError("wire.length", f"at most {limits.max_prompt_len} tokens", n, request_id=rid)
+        raise WireFormatError("wire.length", f"at most {limits.max_prompt_len} tokens", n, request_id=rid)
     for key in ("family", "convention", "checksum"):
         if type(obj[key]) is not str or len(obj[key]) > 256:
             raise _fail(key, "a string (at most 256 characters)", _typename(obj[key]), rid)
@@ -358,7 +358,7 @@ def _header(obj: dict, limits: Limits, rid) -> tuple:
     n_rle = _int(sizes["rle"], "sizes.rle", rid, low=1, high=n)
     n_runs = _int(sizes["runs"], "sizes.runs", rid, low=0, high=n)
     if n_runs > limits.max_runs:
-        raise WireLimitError("wire.sizes.runs", f"at most {limits.max_runs} pad runs (limits.max_runs)", n_runs,
+        raise WireFormatError("wire.sizes.runs", f"at most {limits.max_runs} pad runs (limits.max_runs)", n_runs,
                              request_id=rid)
     n_ts = _int(sizes["timestamps"], "sizes.timestamps", rid, low=0, high=n_runs)
     heads = _decode_items(_list(obj["items"], "items", rid, limits.max_items), rid)
@@ -420,6 +420,6 @@ def decode(obj, *, limits: Limits | None = None, request_id=None) -> WireContent
                           seconds=seconds, spans=spans, mrope_position_delta=delta, checksum=obj["checksum"])
     actual = checksum(content)
     if actual != content.checksum:
-        raise WireChecksumError("wire.checksum", content.checksum, actual, request_id=rid,
+        raise WireFormatError("wire.checksum", content.checksum, actual, request_id=rid,
                                 hint="the payload was altered in transit")
     return content

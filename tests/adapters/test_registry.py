@@ -7,7 +7,7 @@ import pytest
 import mm_handoff.adapters.registry as registry_module
 from mm_handoff.adapters import FAMILIES, Qwen3_5Adapter, Qwen3VLAdapter
 from mm_handoff.adapters.registry import AdapterRegistry, class_key
-from mm_handoff.errors import AdapterAlreadyRegisteredError, AdapterNotFoundError
+from mm_handoff.errors import AdapterError, AdapterNotFoundError
 
 
 class Base:  # stands in for an engine's processor base class
@@ -68,7 +68,7 @@ def test_dotted_names_never_import(reg):
 
 def test_duplicates_raise_unless_replacing(reg):
     reg.register("fam", factory_for("a"))
-    with pytest.raises(AdapterAlreadyRegisteredError) as info:
+    with pytest.raises(AdapterError, match="already") as info:
         reg.register("fam", factory_for("b"))
     assert "fam" in str(info.value)
     reg.register("fam", factory_for("b"), replace=True)

@@ -69,8 +69,8 @@ cases = [
     (MropeLengthError, lambda: check_mrope_slice([3, 1, 10], 9)),
     (LayoutError, lambda: HandoffLayout([1, 2], (MultimodalItem("video", ((0, 2),), 2, (1, 2, 4)),), s, family="x",
                                         convention="pad_only")),
-    (WireChecksumError, lambda: from_wire(dict(agg.to_wire(), checksum="0" * 32))),
-    (WireLimitError, lambda: from_wire(dict(agg.to_wire(), length=10**12))),
+    (WireFormatError, lambda: from_wire(dict(agg.to_wire(), checksum="0" * 32))),
+    (WireFormatError, lambda: from_wire(dict(agg.to_wire(), length=10**12))),
 ]
 for kind, fn in cases:
     try:

@@ -26,9 +26,7 @@ from mm_handoff.errors import (
     AdapterRegistrationError,
     GridMismatchError,
     TokenMismatchError,
-    WireChecksumError,
     WireFormatError,
-    WireLimitError,
 )
 from mm_handoff.layout.mrope import PATTERNS, mrope_positions
 from mm_handoff.layout.spec import TokenSpec
@@ -169,9 +167,9 @@ def test_small_inputs_that_describe_huge_work_are_refused_cheaply(monkeypatch):
                              timestamps=None, spans=None)
         bomb = forged(c, ids, [video])
         assert len(json.dumps(bomb)) < 300_000
-        refused(partial(HandoffLayout.from_wire, bomb), WireLimitError, field)
+        refused(partial(HandoffLayout.from_wire, bomb), WireFormatError, field)
     for text, field in (("[" + "{}," * 22_000_000 + "{}]", "wire"), ("[" + "{}," * 5_000_000 + "{}]", "wire.json")):
-        refused(partial(HandoffLayout.from_wire, text), WireLimitError, field)  # 66 MB, 15 MB of empty objects
+        refused(partial(HandoffLayout.from_wire, text), WireFormatError, field)  # 66 MB, 15 MB of empty objects
     # the largest payload the limits admit, altered in transit: refused before a single item is built
     g = Limits().max_runs
     meta = [{"fps": 1.0, "frames_indices": list(range(2 * g))}]
@@ -180,7 +178,7 @@ def test_small_inputs_that_describe_huge_work_are_refused_cheaply(monkeypatch):
                                 video_grid_thw=[(g, 2, 2)], mrope=False).to_wire()
     never = classmethod(lambda *a, **k: pytest.fail("an item was built before the checksum was verified"))
     monkeypatch.setattr(layout_module.MultimodalItem, "from_arrays", never)
-    refused(lambda: HandoffLayout.from_wire(dict(big, checksum="0" * 32)), WireChecksumError)
+    refused(lambda: HandoffLayout.from_wire(dict(big, checksum="0" * 32)), WireFormatError)
     monkeypatch.undo()
     huge = [[2, 2, 2_000_000_000]]
     for call in (lambda: ADAPTER.rebuild_token_ids(raw, video_grid_thw=huge, video_metadata=meta),
@@ -189,7 +187,7 @@ def test_small_inputs_that_describe_huge_work_are_refused_cheaply(monkeypatch):
                  lambda: ADAPTER.derive_layout(raw, video_grid_thw=huge)):
         refused(call, GridMismatchError, "video_grid_thw[0]")
     small = Limits(max_prompt_len=LAYOUT.prompt_len - 1)
-    refused(lambda: accept(LAYOUT.to_wire(), limits=small), WireLimitError, "wire.length")
+    refused(lambda: accept(LAYOUT.to_wire(), limits=small), WireFormatError, "wire.length")
     assert answer(lambda: accept(LAYOUT.to_wire(), limits=Limits(max_prompt_len=LAYOUT.prompt_len)))[0] == LAYOUT
 
 
@@ -453,7 +451,7 @@ def test_payloads_of_many_small_values_or_keys_are_refused_cheaply():
     keys = "{" + ",".join(f'"k{i}":1' for i in range(1_000_000)) + "}"
     numbers = "[" + ",".join(["1e5"] * 3_000_000) + "]"
     for text in (keys, numbers, numbers.encode()):
-        refused(partial(HandoffLayout.from_wire, text), WireLimitError, "wire.json")
+        refused(partial(HandoffLayout.from_wire, text), WireFormatError, "wire.json")
     many = dict(LAYOUT.to_wire(), **{f"extra{i}": 0 for i in range(2_000_000)})
     refused(partial(HandoffLayout.from_wire, many), WireFormatError, "wire.payload")
     import base64

@@ -128,7 +128,7 @@ def test_tampered_handoff_is_rejected_at_admission_and_a_concurrent_good_one_is_
 
 
 def test_tampered_layout_payload_fails_its_checksum(deployment):
-    """An altered wire payload is refused at the prefill point (WireChecksumError, a ValueError)."""
+    """An altered wire payload is refused at the prefill point (WireFormatError, a ValueError)."""
     glue.install()
     dep = deployment()
     enc = _encode(dep)
