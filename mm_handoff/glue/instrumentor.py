@@ -108,7 +108,15 @@ class Instrumentor:
         """The engine's own state after the ledger restored every original (nothing by default)."""
 
     def _status(self, report: dict, probe_engine: bool) -> None:
-        """Add the engine's own fields (hook points, upstream state) to ``report`` (nothing by default)."""
+        """Add the engine's own fields (hook points, upstream state) to ``report``. By default: the engine's
+        version before :meth:`install` read it, asked of the engine module when importable."""
+        name = self.engine
+        if not probe_engine or report[name] is not None:
+            return
+        try:
+            report[name] = engine_version(importlib.import_module(name), self.distributions)
+        except Exception as exc:  # not installed: status still answers
+            report[name] = f"unavailable ({type(exc).__name__})"
 
     # ------------------------------------------------------------------------ the lifecycle
     def install(self, *, policy: str | Policy | None = None) -> dict:

@@ -38,7 +38,6 @@ from ..glue.engine_adapters import cached_adapter
 from ..glue.instrumentor import Instrumentor
 from ..glue.policy import Decision, Policy, decide
 from ..layout import HandoffLayout
-from ..vllm._lifecycle import probe_engine_version
 from ._carrier import LAYOUT_KWARG, SGLANG_CONVENTION, carried_layout
 from ._checks import (
     check_derived,
@@ -219,9 +218,6 @@ class SGLangInstrumentor(Instrumentor):
         applied = self.apply([(cls, attr, _WRAPPERS[attr]) for cls, attr in _hook_points()], policy)
         log.info("mm-handoff: SGLang check installed on %s (policy=%s)", ", ".join(applied), policy.value)
         return True
-
-    def _status(self, report: dict, probe_engine: bool) -> None:
-        probe_engine_version(self, report, probe_engine)
 
 
 _SGLANG = SGLangInstrumentor(log)

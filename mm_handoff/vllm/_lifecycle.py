@@ -26,7 +26,7 @@ import logging
 from ..adapters.registry import get_adapter
 from ..errors import EngineNotSupportedError, HandoffError
 from ..glue.engine_adapters import cached_adapter
-from ..glue.instrumentor import Instrumentor, engine_version
+from ..glue.instrumentor import Instrumentor
 from ..glue.policy import Decision, Policy, decide
 from ..layout.spec import PAD_ONLY, REPLACE_WRAPPER
 from ._carrier import LAYOUT_KWARG
@@ -117,21 +117,6 @@ class VLLMInstrumentor(Instrumentor):
         applied = self.apply([(_processor_class(), "apply", apply_wrapper)], policy)
         log.info("mm-handoff: vLLM check installed on %s (policy=%s)", ", ".join(applied), policy.value)
         return True
-
-    def _status(self, report: dict, probe_engine: bool) -> None:
-        probe_engine_version(self, report, probe_engine)
-
-
-def probe_engine_version(instrumentor: Instrumentor, report: dict, probe_engine: bool) -> None:
-    """``status()``'s engine version before ``install()`` read it: asked of the engine module when importable
-    (shared with the SGLang glue)."""
-    name = instrumentor.engine
-    if not probe_engine or report[name] is not None:
-        return
-    try:
-        report[name] = engine_version(importlib.import_module(name), instrumentor.distributions)
-    except Exception as exc:  # not installed: status still answers
-        report[name] = f"unavailable ({type(exc).__name__})"
 
 
 _VLLM = VLLMInstrumentor(log)
