@@ -43,30 +43,29 @@ def _typed_method(name: str, method):
     return wrapped
 
 
-def _typed(cls) -> None:
-    """Wrap the entry methods and properties ``cls`` defines itself (once: a wrapped one is marked)."""
-    for name in ENTRY_METHODS:
-        method = cls.__dict__.get(name)
-        if callable(method) and not getattr(method, "_mm_handoff_typed", False):
-            setattr(cls, name, _typed_method(name, method))
-    for name in ATTRIBUTES:
-        prop = cls.__dict__.get(name)
-        if isinstance(prop, property) and prop.fget is not None \
-                and not getattr(prop.fget, "_mm_handoff_typed", False):
-            setattr(cls, name, property(_typed_method(name, prop.fget), prop.fset, prop.fdel, prop.__doc__))
+def _typed_member(name: str, value):
+    """``value`` set on an adapter class under ``name``: an entry method or a protocol property wrapped so that
+    it raises only HandoffError (once: a wrapped one is marked); anything else as it is."""
+    if name in ENTRY_METHODS and callable(value) and not getattr(value, "_mm_handoff_typed", False):
+        return _typed_method(name, value)
+    if name in ATTRIBUTES and isinstance(value, property) and value.fget is not None \
+            and not getattr(value.fget, "_mm_handoff_typed", False):
+        return property(_typed_method(name, value.fget), value.fset, value.fdel, value.__doc__)
+    return value
 
 
 class _TypedClass(abc.ABCMeta):
-    """The metaclass of :class:`Adapter`: an entry method or property set on an adapter class after it was
-    made (a patch, a plugin's late fix) is wrapped like the ones it was made with."""
+    """The metaclass of :class:`Adapter`: the entry methods and protocol properties of every adapter class
+    are wrapped when the class is made, and whenever one is set on it later (a patch, a plugin's late fix)."""
+
+    def __init__(cls, name, bases, namespace, **kwargs) -> None:
+        super().__init__(name, bases, namespace, **kwargs)
+        for member in (*ENTRY_METHODS, *ATTRIBUTES):
+            if member in namespace:
+                setattr(cls, member, namespace[member])
 
     def __setattr__(cls, name: str, value) -> None:
-        if name in ENTRY_METHODS and callable(value) and not getattr(value, "_mm_handoff_typed", False):
-            value = _typed_method(name, value)
-        elif name in ATTRIBUTES and isinstance(value, property) and value.fget is not None \
-                and not getattr(value.fget, "_mm_handoff_typed", False):
-            value = property(_typed_method(name, value.fget), value.fset, value.fdel, value.__doc__)
-        super().__setattr__(name, value)
+        super().__setattr__(name, _typed_member(name, value))
 
 
 def typed_adapter(adapter):
@@ -112,14 +111,10 @@ def _described(obj) -> str:
 class Adapter(metaclass=_TypedClass):
     """Base class of family adapters. Instances are immutable after construction.
 
-    Every subclass's :data:`ENTRY_METHODS` and :data:`ATTRIBUTES` properties are wrapped when the class is
-    made (and when one is set on the class later), so whatever an adapter raises reaches the caller as a
+    Every class's :data:`ENTRY_METHODS` and :data:`ATTRIBUTES` properties are wrapped when the class is made
+    (and when one is set on the class later), so whatever an adapter raises reaches the caller as a
     :class:`~mm_handoff.errors.HandoffError`.
     """
-
-    def __init_subclass__(cls, **kwargs) -> None:
-        super().__init_subclass__(**kwargs)
-        _typed(cls)
 
     #: family name (also the registry key)
     family: str
@@ -277,6 +272,3 @@ class Adapter(metaclass=_TypedClass):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(family={self.family!r}, convention={self.convention!r})"
-
-
-_typed(Adapter)
