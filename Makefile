@@ -34,11 +34,15 @@ lint: $(STAMP)
 CORE_TESTS := tests/layout tests/adapters tests/checks tests/glue tests/adversarial tests/vllm_glue \
   tests/test_structure.py tests/test_packaging.py
 
+# pytest-xdist workers (CI has 2 cores)
+TEST_WORKERS ?= 2
+
 test: lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 	# the core's checks again in an optimised interpreter: nothing may depend on assert (every test once
-	# more; the properties with hypothesis's dev profile: the examples were drawn in full above)
-	HYPOTHESIS_PROFILE=dev $(PY) -O -m pytest $(CORE_TESTS) -q -p no:cacheprovider
+	# more; the properties with hypothesis's dev profile: the examples were drawn in full above).
+	# PYTHONOPTIMIZE, not -O: the workers are new interpreters, which inherit the environment, not the flag
+	PYTHONOPTIMIZE=1 HYPOTHESIS_PROFILE=dev $(PY) -m pytest -n $(TEST_WORKERS) $(CORE_TESTS) -q -p no:cacheprovider
 
 bench: $(STAMP)
 	$(VENV)/bin/mm-handoff bench
