@@ -19,7 +19,8 @@ from ._checks import (
     engine_inputs,
     output_runs,
 )
-from ._lifecycle import engine_adapter, install, is_installed, output_from_layout, status, uninstall
+from ._hooks import engine_adapter, output_from_layout
+from ._lifecycle import install, is_installed, status, uninstall
 
 __all__ = [
     "epd_inputs",

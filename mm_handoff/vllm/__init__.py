@@ -10,7 +10,8 @@ check inside the engine. See ``docs/vllm.md``.
 
 from ._carrier import LAYOUT_KWARG, EmbedsRequest, embeds_request, item_embeddings, raw_prompt_ids
 from ._checks import check_expansion, check_output, check_raw_prompt
-from ._lifecycle import engine_adapter, install, is_installed, status, uninstall, vllm_convention
+from ._hooks import engine_adapter, vllm_convention
+from ._lifecycle import install, is_installed, status, uninstall
 
 __all__ = [
     "embeds_request",

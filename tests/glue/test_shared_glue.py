@@ -174,7 +174,7 @@ def _expanded_twice():
 
 @pytest.mark.parametrize("policy", ["raise", "rebuild"])
 def test_vllm_check_rejects_under_raise_and_rebuild(policy):
-    from mm_handoff.vllm._lifecycle import apply_wrapper
+    from mm_handoff.vllm._hooks import apply_wrapper
 
     inputs, result = _expanded_twice()
     with pytest.raises(TokenMismatchError) as info:
@@ -183,7 +183,7 @@ def test_vllm_check_rejects_under_raise_and_rebuild(policy):
 
 
 def test_vllm_check_passes_vllms_result_through_under_fallback(caplog):
-    from mm_handoff.vllm._lifecycle import apply_wrapper
+    from mm_handoff.vllm._hooks import apply_wrapper
 
     inputs, result = _expanded_twice()
     with caplog.at_level(logging.WARNING, logger="mm_handoff.vllm"):

