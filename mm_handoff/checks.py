@@ -382,7 +382,12 @@ def _check_embeddings(layout: HandoffLayout, adapter, side: SideFacts) -> None:
 
 def _check_fingerprint(layout: HandoffLayout, side: SideFacts) -> None:
     """Step 6: the layout is the one the encoder described, when its fingerprint is given."""
-    if side.fingerprint is not None and side.fingerprint != layout.fingerprint(include_mrope=False):
+    if side.fingerprint is None:
+        return
+    if type(side.fingerprint) is not str:
+        raise FingerprintMismatchError("fingerprint", "the encoder's fingerprint, a string",
+                                       type(side.fingerprint).__name__, request_id=side.request_id)
+    if side.fingerprint != layout.fingerprint(include_mrope=False):
         raise FingerprintMismatchError("fingerprint", side.fingerprint, layout.fingerprint(include_mrope=False),
                                        request_id=side.request_id,
                                        hint="the prefill layout is not the one the encoder described")
@@ -400,9 +405,15 @@ def _check_own_prompt(layout: HandoffLayout, adapter, side: SideFacts) -> None:
         adapter.check_prompt(layout, ids, request_id=side.request_id)
 
 
+@typed_failures("handoff")
 def check_layout(layout: HandoffLayout, adapter, side: SideFacts) -> HandoffLayout:
-    """The accept step's checks (see the module doc) of a decoded layout against ``side``, in order; returns
-    the layout unchanged, raises on the first failure. ``adapter``: this side's (typed), or None."""
+    """The accept step's checks (see the module doc) of a decoded layout against this side's facts, in
+    order; returns the layout unchanged, raises on the first failure. ``adapter``: this side's family
+    adapter, or None (the checks that need one are skipped)."""
+    if not isinstance(side, SideFacts):
+        raise HandoffError("side", "a SideFacts (this side's facts)", type(side).__name__)
+    if adapter is not None:
+        adapter = typed_adapter(adapter, request_id=side.request_id)
     if not isinstance(layout, HandoffLayout):
         raise HandoffError("layout", "a HandoffLayout (accept_layout decodes a wire payload)", type(layout).__name__,
                            request_id=side.request_id)
@@ -433,7 +444,7 @@ def validate(layout: HandoffLayout, adapter=None, *, embeddings=None, embedding_
                      prompt_token_ids=prompt_token_ids, mrope_position_ids=mrope_position_ids,
                      image_grid_thw=image_grid_thw, video_grid_thw=video_grid_thw, video_metadata=video_metadata,
                      fingerprint=fingerprint, limits=limits, request_id=request_id)
-    return check_layout(layout, None if adapter is None else typed_adapter(adapter), side)
+    return check_layout(layout, adapter, side)
 
 
 @typed_failures("handoff")
@@ -453,4 +464,4 @@ def accept_layout(carried: Any, adapter, *, embeddings=None, embedding_shapes=No
         layout = carried
     else:
         layout = HandoffLayout.from_wire(carried, limits=limits, request_id=request_id)
-    return check_layout(layout, None if adapter is None else typed_adapter(adapter), side)
+    return check_layout(layout, adapter, side)

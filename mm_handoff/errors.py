@@ -176,9 +176,6 @@ class WireFormatError(HandoffError):
     more than the limits allow (rejected before anything is allocated)."""
 
 
-
-
-
 class SkewError(HandoffError):
     """Encoder and prefill disagree on tokenizer, processor convention or family."""
 
@@ -189,7 +186,6 @@ class AdapterError(HandoffError):
 
 class AdapterNotFoundError(AdapterError, LookupError):
     """No adapter is registered for a key; the message lists the known families."""
-
 
 
 class AdapterRegistrationError(AdapterError, TypeError):
@@ -225,7 +221,8 @@ def typed_failures(field: str, error: type[HandoffError] = HandoffError):
                     what = f"{type(exc).__name__}: {exc}"
                 except Exception:  # an exception whose str() raises
                     what = type(exc).__name__
-                raise error(field, f"inputs {fn.__name__}() can read", what, request_id=kwargs.get("request_id"),
+                name = getattr(fn, "__name__", type(fn).__name__)  # a partial or a callable object has none
+                raise error(field, f"inputs {name}() can read", what, request_id=kwargs.get("request_id"),
                             hint="an argument failed when read; see the chained exception") from exc
         return entry
     return decorate

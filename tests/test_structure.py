@@ -179,3 +179,15 @@ def test_package_root_holds_the_face_and_few_modules():
     """The root is the face (``__init__``) and the modules every part uses; the rest lives in packages."""
     root = sorted(p.stem for p in PKG.glob("*.py"))
     assert root == ["__init__", "__main__", "_cache", "_env", "_version", "checks", "cli", "errors", "reading"]
+
+
+def test_engine_glues_do_not_import_each_other():
+    """What two engines share lives in ``mm_handoff.glue``: an engine's package imports no other engine's."""
+    def engine(module: str):
+        parts = module.split(".")
+        return parts[1] if len(parts) > 1 and parts[1] in ("trtllm", "vllm", "sglang") else None
+
+    mods = _modules()
+    crossings = [f"{name} -> {target}" for name, path in mods.items() if engine(name)
+                 for target in _imports(name, path, set(mods)) if engine(target) not in (None, engine(name))]
+    assert crossings == []

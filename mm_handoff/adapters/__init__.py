@@ -2,7 +2,7 @@
 ``adapters`` package would shadow, or be shadowed by, a root folder of that name).
 
 The adapter protocol (:mod:`.base`), the built-in families as one table (:mod:`.families`), the shared
-Qwen layout they follow (:mod:`.qwen_layout`, with :mod:`.derive` and :mod:`.timestamps`), and the
+Qwen layout they follow (:mod:`.qwen_layout`, with HF's timestamps in :mod:`.timestamps`), and the
 registry (:mod:`.registry`). Importing this package imports no engine. :func:`register_builtin` is the
 ``builtin`` entry point of the ``mm_handoff.adapters`` group; the registry calls it on first lookup.
 """

@@ -16,6 +16,7 @@ too (:func:`mm_handoff.adapters.registry.build_adapter`).
 from __future__ import annotations
 
 import abc
+import types
 from collections.abc import Sequence
 
 import numpy as np
@@ -31,32 +32,118 @@ from ..reading import Limits, resolve_limits
 ENTRY_METHODS = ("derive_layout", "rebuild_token_ids", "stock_token_ids", "rebuild_layout", "mrope_positions",
                  "mrope_delta", "layout_mrope_delta", "check_prompt", "video_timestamps", "check_video_metadata")
 
+#: what an engine reads from an adapter, and the types it must have (read through :func:`typed_adapter`)
+ATTRIBUTES = {"family": (str,), "convention": (str,), "spec": (TokenSpec,), "tokenizer_digest": (str, type(None)),
+              "deepstack_levels": (int,), "hidden_size": (int, type(None)), "handle_row_width": (int, type(None))}
 
-#: what an engine reads from an adapter: a property of these that fails is typed like the entry methods
-ATTRIBUTES = ("family", "spec", "convention", "tokenizer_digest", "deepstack_levels", "hidden_size",
-              "handle_row_width")
+
+def _described(obj) -> str:
+    """``repr`` of an object, or ``Type: message`` of an exception, even when those raise themselves."""
+    try:
+        return f"{type(obj).__name__}: {obj}" if isinstance(obj, BaseException) else repr(obj)
+    except Exception:
+        return f"<{type(obj).__name__}>"
 
 
-def _typed_method(name: str, method):
-    wrapped = typed_failures(f"adapter.{name}", AdapterError)(method)
+def typed_adapter(adapter, *, request_id=None):
+    """``adapter`` seen through the protocol, for one use: every entry method it is asked for raises only
+    :class:`~mm_handoff.errors.HandoffError` (another failure becomes an :class:`~mm_handoff.errors.AdapterError`
+    naming the method and the request), and every attribute of :data:`ATTRIBUTES` is read as the type the
+    protocol says (or an AdapterError naming it). Every caller in the package reaches an adapter this way,
+    whatever its class: an :class:`Adapter` subclass, a mixin's method, a patched instance, a duck-typed
+    third-party object. Cheap: one small object per call site."""
+    if type(adapter) is TypedAdapter and adapter._request_id == request_id:
+        return adapter
+    inner = adapter._inner if type(adapter) is TypedAdapter else adapter
+    return TypedAdapter(inner, request_id)
+
+
+class TypedAdapter:
+    """An adapter seen through the protocol (see :func:`typed_adapter`); immutable."""
+
+    __slots__ = ("_inner", "_request_id")
+
+    def __init__(self, inner, request_id=None) -> None:
+        object.__setattr__(self, "_inner", inner)
+        object.__setattr__(self, "_request_id", request_id)
+
+    def __getattr__(self, name: str):
+        rid = self._request_id
+        try:
+            value = getattr(self._inner, name)
+        except HandoffError as exc:
+            exc.with_request(rid)
+            raise
+        except Exception as exc:
+            raise AdapterError(f"adapter.{name}", f"{name} of {_described(self._inner)}", _described(exc),
+                               request_id=rid, hint="the family adapter failed; see the chained exception") from exc
+        if name in ENTRY_METHODS:
+            if not callable(value):
+                raise AdapterError(f"adapter.{name}", "a method", type(value).__name__, request_id=rid)
+            return _entry(name, value, rid)
+        expected = ATTRIBUTES.get(name)
+        if expected is not None and not (isinstance(value, TokenSpec) if name == "spec" else type(value) in expected):
+            raise AdapterError(f"adapter.{name}", " or ".join(t.__name__ for t in expected), type(value).__name__,
+                               request_id=rid, hint="the adapter does not follow the protocol")
+        return value
+
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError("an adapter is immutable")
+
+    def __repr__(self) -> str:
+        return _described(self._inner)
+
+
+#: the entry methods whose answer the package uses as a layout: anything else is the adapter's error
+_GIVES_A_LAYOUT = ("derive_layout", "rebuild_layout")
+
+
+def _entry(name: str, method, request_id):
+    """``method`` raising only HandoffError, naming the request it is called for."""
+    def entry(*args, **kwargs):
+        rid = kwargs.get("request_id", request_id)
+        try:
+            result = method(*args, **kwargs)
+        except HandoffError as exc:
+            exc.with_request(rid)
+            raise
+        except Exception as exc:
+            raise AdapterError(f"adapter.{name}", f"{name}() to succeed", _described(exc), request_id=rid,
+                               hint="the family adapter failed; see the chained exception") from exc
+        if name in _GIVES_A_LAYOUT and not isinstance(result, HandoffLayout):
+            raise AdapterError(f"adapter.{name}", "a HandoffLayout", type(result).__name__, request_id=rid,
+                               hint="the adapter does not follow the protocol")
+        return result
+    return entry
+
+
+def _typed_member(name: str, value):
+    """``value`` set on an adapter class under ``name``: a plain function, static or class method among the
+    entry methods, or a plain property among the attributes, wrapped so that a direct call raises only
+    HandoffError (once: a wrapped one is marked); anything else as it is (callers in the package reach it
+    through :func:`typed_adapter`, which types every kind)."""
+    if name in ENTRY_METHODS:
+        if isinstance(value, (staticmethod, classmethod)) and isinstance(value.__func__, types.FunctionType):
+            return type(value)(_typed_function(name, value.__func__))
+        if isinstance(value, types.FunctionType):
+            return _typed_function(name, value)
+    elif name in ATTRIBUTES and type(value) is property and isinstance(value.fget, types.FunctionType):
+        return property(_typed_function(name, value.fget), value.fset, value.fdel, value.__doc__)
+    return value
+
+
+def _typed_function(name: str, fn):
+    if getattr(fn, "_mm_handoff_typed", False):
+        return fn
+    wrapped = typed_failures(f"adapter.{name}", AdapterError)(fn)
     wrapped._mm_handoff_typed = True
     return wrapped
 
 
-def _typed_member(name: str, value):
-    """``value`` set on an adapter class under ``name``: an entry method or a protocol property wrapped so that
-    it raises only HandoffError (once: a wrapped one is marked); anything else as it is."""
-    if name in ENTRY_METHODS and callable(value) and not getattr(value, "_mm_handoff_typed", False):
-        return _typed_method(name, value)
-    if name in ATTRIBUTES and isinstance(value, property) and value.fget is not None \
-            and not getattr(value.fget, "_mm_handoff_typed", False):
-        return property(_typed_method(name, value.fget), value.fset, value.fdel, value.__doc__)
-    return value
-
-
 class _TypedClass(abc.ABCMeta):
-    """The metaclass of :class:`Adapter`: the entry methods and protocol properties of every adapter class
-    are wrapped when the class is made, and whenever one is set on it later (a patch, a plugin's late fix)."""
+    """The metaclass of :class:`Adapter`: the entry methods and protocol properties an adapter class defines
+    are wrapped when the class is made, and whenever one is set on it later (a patch, a plugin's late fix),
+    so a user's direct call is typed too."""
 
     def __init__(cls, name, bases, namespace, **kwargs) -> None:
         super().__init__(name, bases, namespace, **kwargs)
@@ -66,46 +153,6 @@ class _TypedClass(abc.ABCMeta):
 
     def __setattr__(cls, name: str, value) -> None:
         super().__setattr__(name, _typed_member(name, value))
-
-
-def typed_adapter(adapter):
-    """``adapter`` such that every entry method and attribute an engine uses raises only HandoffError: an
-    :class:`Adapter` is already (its class was wrapped when it was made); any other object following the
-    protocol (a third party's duck-typed adapter) is wrapped once, here."""
-    return adapter if isinstance(adapter, (Adapter, _TypedAdapter)) else _TypedAdapter(adapter)
-
-
-class _TypedAdapter:
-    """A duck-typed adapter seen through the protocol: attribute reads and entry methods that fail in another
-    way than HandoffError become an :class:`~mm_handoff.errors.AdapterError` naming what failed."""
-
-    __slots__ = ("_inner",)
-
-    def __init__(self, inner) -> None:
-        object.__setattr__(self, "_inner", inner)
-
-    def __getattr__(self, name: str):
-        try:
-            value = getattr(object.__getattribute__(self, "_inner"), name)
-        except HandoffError:
-            raise
-        except Exception as exc:
-            raise AdapterError(f"adapter.{name}", f"{name} of the adapter", _described(exc)) from exc
-        return _typed_method(name, value) if name in ENTRY_METHODS and callable(value) else value
-
-    def __setattr__(self, name: str, value) -> None:
-        raise AttributeError("an adapter is immutable")
-
-    def __repr__(self) -> str:
-        return _described(object.__getattribute__(self, "_inner"))
-
-
-def _described(obj) -> str:
-    """``repr`` of an object, or ``Type: message`` of an exception, even when those raise themselves."""
-    try:
-        return f"{type(obj).__name__}: {obj}" if isinstance(obj, BaseException) else repr(obj)
-    except Exception:
-        return f"<{type(obj).__name__}>"
 
 
 class Adapter(metaclass=_TypedClass):

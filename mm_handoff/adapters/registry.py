@@ -24,7 +24,6 @@ from typing import Any
 
 from .. import _env
 from ..errors import AdapterError, AdapterNotFoundError, AdapterRegistrationError
-from .base import typed_adapter
 
 log = logging.getLogger("mm_handoff")
 ENTRY_POINT_GROUP = "mm_handoff.adapters"
@@ -256,7 +255,7 @@ def build_adapter(factory, *, tokenizer=None, config=None, convention: str | Non
         raise AdapterError("adapter factory", f"{_describe(factory)}(**{sorted(kwargs)}) to build an adapter",
                            f"{type(exc).__name__}: {exc}", request_id=request_id) from exc
     _check_built(adapter, factory, convention, pass_convention, request_id)
-    return typed_adapter(adapter)
+    return adapter
 
 
 _METHODS = ("derive_layout", "rebuild_token_ids", "mrope_positions", "check_prompt", "stock_token_ids")

@@ -177,7 +177,7 @@ def _epd_inputs(adapter, wire, embeddings, deepstack, item_rows, raw_prompt_ids,
     width = int(embeddings.shape[1]) * (1 + len(deepstack))  # a row with its deepstack levels side by side
     layout = accept_layout(wire, adapter, embedding_shapes=[(int(r), width) for r in item_rows],
                            prompt_token_ids=raw_prompt_ids, request_id=request_id)
-    positions, delta = typed_adapter(adapter).mrope_positions(layout.token_ids,
+    positions, delta = typed_adapter(adapter, request_id=request_id).mrope_positions(layout.token_ids,
                                     image_grid_thw=_grids(layout, "image"), video_grid_thw=_grids(layout, "video"),
                                     request_id=request_id)  # a carried delta was checked against it above
     return _Inputs(layout.token_ids, layout, positions, int(delta), True)

@@ -9,7 +9,8 @@ ids and delta) with the carried layout; :func:`check_stamped` refuses the silent
 a video without timestamps; :func:`install` runs them inside SGLang. See ``docs/sglang.md``.
 """
 
-from ._carrier import LAYOUT_KWARG, SGLANG_CONVENTION, EPDInputs, attach_layout, carried_layout, epd_inputs
+from ..glue.unexpanded import LAYOUT_KWARG
+from ._carrier import SGLANG_CONVENTION, EPDInputs, attach_layout, carried_layout, epd_inputs
 from ._checks import (
     STAMPING_MODEL_TYPES,
     EngineInputs,

@@ -25,10 +25,10 @@ import attrs
 from ..adapters.base import typed_adapter
 from ..checks import accept_layout
 from ..errors import SkewError
+from ..glue.unexpanded import LAYOUT_KWARG, raw_prompt_ids, video_timestamps
 from ..layout import HandoffLayout
 from ..layout.items import IMAGE, VIDEO
 from ..layout.spec import PAD_ONLY
-from ..vllm._carrier import LAYOUT_KWARG, raw_prompt_ids, video_timestamps
 
 #: SGLang's EPD rebuild keeps the template's vision markers and replaces the pad only, under every
 #: transformers version (``build_input_ids_with_timestamps``, SGLang 0.5.23)
@@ -77,7 +77,7 @@ def epd_inputs(layout: HandoffLayout, embeddings: Sequence, adapter, *, video_me
                         request_id=request_id, hint="SGLang keeps the template's vision markers whatever its "
                         "transformers; an encoder on transformers <= 5.9 replaced them")
     raw = raw_prompt_ids(layout)
-    typed_adapter(adapter).check_prompt(layout, raw, request_id=request_id)
+    typed_adapter(adapter, request_id=request_id).check_prompt(layout, raw, request_id=request_id)
     data: dict[str, Any] = {}
     meta: dict[str, Any] = {"img_grid_thw": None, "video_grid_thw": None}
     for modality, key in ((IMAGE, "img_grid_thw"), (VIDEO, "video_grid_thw")):

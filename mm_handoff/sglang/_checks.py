@@ -29,7 +29,7 @@ import numpy as np
 
 from ..adapters.base import typed_adapter
 from ..checks import accept_layout
-from ..errors import EmbeddingCountError, GridMismatchError, HandoffError, MropeLengthError
+from ..errors import EmbeddingCountError, GridMismatchError, HandoffError, MropeLengthError, typed_failures
 from ..layout import HandoffLayout
 from ..layout.items import IMAGE, VIDEO
 from ..layout.spec import normalize_grids
@@ -100,16 +100,18 @@ class EngineInputs:
     mrope_position_delta: int
 
 
+@typed_failures("layout")
 def engine_inputs(layout: HandoffLayout, adapter, *, request_id=None) -> EngineInputs:
     """The layout's ids, pad runs (SGLang's item offsets) and mRoPE ids, computed by this side's adapter."""
     images = [list(i.grid_thw) for i in layout.items if i.modality == IMAGE] or None
     videos = [list(i.grid_thw) for i in layout.items if i.modality == VIDEO] or None
-    positions, delta = typed_adapter(adapter).mrope_positions(layout.token_ids, image_grid_thw=images,
-                                    video_grid_thw=videos, request_id=request_id)
+    positions, delta = typed_adapter(adapter, request_id=request_id).mrope_positions(
+        layout.token_ids, image_grid_thw=images, video_grid_thw=videos, request_id=request_id)
     runs = [(m, (s, e - 1)) for m, s, e in _layout_runs(layout)]
     return EngineInputs(layout.token_id_list(), runs, np.asarray(positions), int(delta))
 
 
+@typed_failures("video_timestamps")
 def check_stamped(model_type: str, video_grid_thw, video_timestamps, *, merge_size: int = 2,
                   request_id=None) -> None:
     """A model type that stamps every group got one timestamp per temporal group for every video."""
@@ -185,6 +187,7 @@ def check_embedding_rows_per_modality(layout: HandoffLayout, embeddings, request
                                   request_id=request_id)
 
 
+@typed_failures("sglang output")
 def check_mm_output(output, carried: Any, adapter, *, embeddings=None, img_grid_thw=None, video_grid_thw=None,
                     request_id=None, inputs: EngineInputs | None = None) -> HandoffLayout:
     """SGLang's ``MultimodalProcessorOutput`` equals the carried layout (a layout or its wire form).
@@ -203,13 +206,14 @@ def check_mm_output(output, carried: Any, adapter, *, embeddings=None, img_grid_
     return layout
 
 
+@typed_failures("sglang output")
 def check_derived(output, adapter, *, img_grid_thw=None, video_grid_thw=None, request_id=None) -> HandoffLayout:
     """Without a carried layout: SGLang's ids are a valid layout of this side's family for the request's
     grids (every group stamped and framed), and its offsets and mRoPE ids are that layout's."""
-    merge = typed_adapter(adapter).spec.merge_size
+    merge = typed_adapter(adapter, request_id=request_id).spec.merge_size
     images = grids_of(img_grid_thw, "img_grid_thw", merge, request_id) or None
     videos = grids_of(video_grid_thw, "video_grid_thw", merge, request_id) or None
-    layout = typed_adapter(adapter).derive_layout(np.asarray(output.input_ids, dtype=np.int64),
+    layout = typed_adapter(adapter, request_id=request_id).derive_layout(np.asarray(output.input_ids, dtype=np.int64),
                           image_grid_thw=images, video_grid_thw=videos, mrope=False, request_id=request_id)
     inputs = engine_inputs(layout, adapter, request_id=request_id)
     _check_runs([(m, s, e + 1) for m, (s, e) in inputs.runs], output, request_id)

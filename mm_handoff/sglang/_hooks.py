@@ -36,8 +36,9 @@ from ..adapters.registry import get_adapter
 from ..errors import AdapterNotFoundError, EngineNotSupportedError, HandoffError
 from ..glue.engine_adapters import cached_adapter
 from ..glue.policy import Decision, Policy, decide
+from ..glue.unexpanded import LAYOUT_KWARG
 from ..layout import HandoffLayout
-from ._carrier import LAYOUT_KWARG, SGLANG_CONVENTION, carried_layout
+from ._carrier import SGLANG_CONVENTION, carried_layout
 from ._checks import (
     check_derived,
     check_embedding_rows_per_modality,

@@ -6,7 +6,7 @@ drifted. See ``docs/trtllm.md`` for the hook points, the policy at each, and wor
 
 Where a request is when the code runs: ``_encoder`` (the encoder's ``generate_async``),
 ``_admission`` (the PD side's ``_preprocess`` and the prefill method it calls), ``_worker`` (the
-executor worker's ingress and context-phase slice); ``_targets`` is the patch table naming each
+executor worker's ingress and context-phase slice); ``_hooks`` is the patch table naming each
 wrapper, ``_lifecycle`` TensorRT-LLM's part of install/uninstall/status (the lifecycle itself is
 :class:`mm_handoff.glue.instrumentor.Instrumentor`, which the vLLM glue shares), ``_carrier`` what travels
 and what every side reads from a request, ``_prefill_request`` the patch-free PD path. Every check is

@@ -129,7 +129,7 @@ def check_admission(processor, result, disaggregated_params, state: _Admission, 
     adapter = _known_adapter(processor, request_id) if handles is not None else None
     if adapter is not None:
         rows = embedding_rows_of(handles, field="multimodal_embedding_handles", request_id=request_id)
-        check_prompt_pads(prompt_ids, typed_adapter(adapter).spec, sum(rows),
+        check_prompt_pads(prompt_ids, typed_adapter(adapter, request_id=request_id).spec, sum(rows),
                           request_id=request_id)
 
 
@@ -227,8 +227,8 @@ def _rebuild(processor, adapter, inputs, mm_handles, found):
     if convention is not None:  # the encoder's processor convention (cached per convention)
         adapter = adapter_for(processor, convention=convention)
     layout = typed_adapter(adapter).rebuild_layout(prompt, image_grid_thw=grids.get("image_grid_thw"),
-                          video_grid_thw=grids.get("video_grid_thw"), video_metadata=found.get(VIDEO_METADATA_KEY),
-                          mrope=False)
+                                                   video_grid_thw=grids.get("video_grid_thw"),
+                                                   video_metadata=found.get(VIDEO_METADATA_KEY), mrope=False)
     return accept_layout(layout, adapter, embeddings=mm_handles), adapter
 
 
@@ -240,7 +240,7 @@ def _has_video(result, adapter) -> bool:
     if ids is None and isinstance(result, tuple) and result:
         ids = result[0]
     try:
-        video_pad = adapter.spec.video_pad
+        video_pad = typed_adapter(adapter).spec.video_pad
     except Exception:  # an adapter that cannot say: treat it as video, so the policy decides
         return True
     return ids is not None and video_pad in np.asarray(ids)

@@ -153,7 +153,7 @@ def adapter_for(processor, *, convention: str | None = None, request_id=None):
     Resolved through the registry by class (along the MRO) and built by
     :func:`~mm_handoff.adapters.registry.build_adapter` with the processor's tokenizer and config, so a factory
     written to the documented signature (no ``convention``) works and any failure is an AdapterError.
-    The cache is the registry's (:func:`~mm_handoff.glue.engine_adapters.cached_adapter`), shared with the vLLM glue.
+    The cache is the one every engine glue shares (:func:`~mm_handoff.glue.engine_adapters.cached_adapter`).
     """
     def build():
         return build_adapter(REGISTRY.resolve(type(processor)), tokenizer=getattr(processor, "tokenizer", None),

@@ -124,7 +124,7 @@ def build_carried(adapter, ids, grids: dict, inputs, *, policy: Policy, request_
     The metadata is the IO loader's; HF may have sampled other frames (Qwen3-VL samples by default), so a
     rebuild from it is offered only when it reproduces these ids (checked here, where both are known).
     """
-    adapter = typed_adapter(adapter)
+    adapter = typed_adapter(adapter, request_id=request_id)
     videos = (inputs.get("multi_modal_data") or {}).get("video") if isinstance(inputs, dict) else None
     carried: dict[str, Any] = {
         GRIDS_KEY: {"family": adapter.family, "convention": adapter.convention,

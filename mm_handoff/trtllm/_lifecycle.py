@@ -2,7 +2,7 @@
 
 The lifecycle itself (lock, state, version gate, the ledger, idempotent install and uninstall) is the
 shared :class:`mm_handoff.glue.instrumentor.Instrumentor`; this module supplies TensorRT-LLM's part: the
-supported range, the upstream carriers of the layout, and the patch table's rows (:mod:`._targets`),
+supported range, the upstream carriers of the layout, and the patch table's rows (:mod:`._hooks`),
 each naming its wrapper. The policy reaches each wrapper as an argument bound at install time.
 
 What install does is decided by what the installed files have, not by the version string:

@@ -64,7 +64,7 @@ def _accepted_layout(encoder_output, handles, adapter, mrope_ids, request_id):
         layout = found[LAYOUT_KEY]
     elif isinstance(found.get(GRIDS_KEY), dict) and adapter is not None:
         grids = found[GRIDS_KEY]
-        layout = typed_adapter(adapter).derive_layout(encoder_output.prompt_token_ids,
+        layout = typed_adapter(adapter, request_id=request_id).derive_layout(encoder_output.prompt_token_ids,
                               image_grid_thw=grids.get("image_grid_thw"), video_grid_thw=grids.get("video_grid_thw"),
                               mrope=False, request_id=request_id)
     else:

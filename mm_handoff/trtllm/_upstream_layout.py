@@ -126,15 +126,16 @@ def _grids(found: dict, items: list, merge: int, request_id) -> tuple:
 def read_upstream_layout(upstream, adapter, *, mm_handles=None, request_id=None):
     """Upstream's carried ``DisaggPrefillMultimodalInputs`` as a :class:`~mm_handoff.layout.HandoffLayout`,
     parsed with this side's spec and compared field by field (steps 1, 2 and 4 of the module doc)."""
-    spec = typed_adapter(adapter).spec
+    adapter = typed_adapter(adapter, request_id=request_id)
+    spec = adapter.spec
     raw = _int_list(getattr(upstream, "prompt_token_ids", None), "prompt_token_ids", request_id)
     if not raw:
         raise LayoutError(_field("prompt_token_ids"), "the encoder's expanded prompt", raw, request_id=request_id)
     ids = np.asarray(raw, dtype=np.int64)
     items = _item_runs(upstream, ids, spec, request_id)
     image_grid, video_grid, source = _grids(carried(mm_handles), items, spec.merge_size, request_id)
-    layout = typed_adapter(adapter).derive_layout(ids, image_grid_thw=image_grid, video_grid_thw=video_grid,
-                          mrope=False, request_id=request_id)
+    layout = adapter.derive_layout(ids, image_grid_thw=image_grid, video_grid_thw=video_grid, mrope=False,
+                                   request_id=request_id)
     ours = layout.to_disagg_prefill_inputs()
     for name in _COMPARED:
         theirs = _int_list(getattr(upstream, name, None), name, request_id)

@@ -8,7 +8,8 @@ with their deepstack levels, the grids and HF's timestamps from a layout. PD sid
 check inside the engine. See ``docs/vllm.md``.
 """
 
-from ._carrier import LAYOUT_KWARG, EmbedsRequest, embeds_request, item_embeddings, raw_prompt_ids
+from ..glue.unexpanded import LAYOUT_KWARG, raw_prompt_ids
+from ._carrier import EmbedsRequest, embeds_request, item_embeddings
 from ._checks import check_expansion, check_output, check_raw_prompt
 from ._hooks import engine_adapter, vllm_convention
 from ._lifecycle import install, is_installed, status, uninstall

@@ -20,15 +20,10 @@ import attrs
 import numpy as np
 
 from ..adapters.base import typed_adapter
-from ..adapters.timestamps import format_timestamp
 from ..checks import accept_layout
-from ..errors import GridMismatchError, HandoffError
+from ..glue.unexpanded import LAYOUT_KWARG, raw_prompt_ids, video_timestamps
 from ..layout import HandoffLayout
 from ..layout.items import IMAGE
-from ..layout.spec import PAD_ONLY
-
-#: the ``mm_processor_kwargs`` key that carries the encoder's layout (wire form) to the in-engine check
-LAYOUT_KWARG = "mm_handoff_layout"
 
 
 @attrs.frozen(eq=False)
@@ -51,31 +46,6 @@ class EmbedsRequest:
         return out
 
 
-def raw_prompt_ids(layout: HandoffLayout) -> np.ndarray:
-    """The prompt before expansion: each item's span back to one placeholder.
-
-    A video's span runs from its first timestamp to its last group's ``<|vision_end|>``; it becomes
-    ``<|video_pad|>`` under ``pad_only`` (the template's outer markers are still around it) and the
-    whole ``<|vision_start|><|video_pad|><|vision_end|>`` trio under ``replace_wrapper``.
-    """
-    spec, ids = layout.spec, layout.token_ids
-    parts, cursor = [], 0
-    for item in layout.items:
-        if item.modality == IMAGE:
-            lo, hi, piece = item.first_offset, item.end, [spec.image_pad]
-        else:
-            lo = int(item.span_array[0, 0]) if item.span_array is not None else item.first_offset - 1
-            hi = item.end + 1
-            piece = [spec.video_pad] if layout.convention == PAD_ONLY else \
-                [spec.vision_start, spec.video_pad, spec.vision_end]
-        parts += [ids[cursor:lo], np.asarray(piece, dtype=np.int32)]
-        cursor = hi
-    parts.append(ids[cursor:])
-    out = np.concatenate(parts).astype(np.int32, copy=False)
-    out.flags.writeable = False
-    return out
-
-
 def item_embeddings(rows, deepstack: Sequence = (), item_rows: Sequence[int] | None = None) -> list:
     """Per-item tensors ``(rows_i, hidden * (1 + levels))``: the deepstack levels concatenated after the
     vision tower's rows, in the model's level order, split by ``item_rows`` (rows in sequence order)."""
@@ -84,33 +54,6 @@ def item_embeddings(rows, deepstack: Sequence = (), item_rows: Sequence[int] | N
     full = torch.cat([torch.as_tensor(rows)] + [torch.as_tensor(d) for d in deepstack], dim=1)
     sizes = [int(full.shape[0])] if item_rows is None else [int(n) for n in item_rows]
     return list(torch.split(full, sizes, dim=0))
-
-
-def video_timestamps(layout: HandoffLayout, adapter, video_metadata, request_id, *, engine: str = "vLLM") -> list:
-    """Per video, HF's per-group seconds (from the metadata when given), checked against the layout (what
-    vLLM's embeds path and SGLang's EPD rebuild print, ``f"<{t:.1f} seconds>"``, one per temporal group)."""
-    videos = [item for item in layout.items if item.modality != IMAGE]
-    metas = list(video_metadata) if video_metadata is not None else [None] * len(videos)
-    if len(metas) != len(videos):
-        raise HandoffError("video_metadata", f"{len(videos)} entries (one per video)", len(metas),
-                           request_id=request_id)
-    out = []
-    for j, (item, meta) in enumerate(zip(videos, metas, strict=False)):
-        printed = item.timestamps
-        seconds = printed if meta is None else typed_adapter(adapter).video_timestamps(meta, j,
-                                                            request_id=request_id)
-        if seconds is None:
-            raise HandoffError(f"video {j} timestamps", "video_metadata or a layout with timestamps", None,
-                               request_id=request_id, hint=f"{engine} needs them for a Qwen3-VL video")
-        if len(seconds) != item.grid_thw[0]:
-            raise GridMismatchError(f"video {j} timestamps", f"{item.grid_thw[0]} (one per temporal group)",
-                                    len(seconds), request_id=request_id)
-        if printed is not None and [format_timestamp(s) for s in seconds] != [format_timestamp(s) for s in printed]:
-            raise HandoffError(f"video {j} timestamps", [format_timestamp(s) for s in printed],
-                               [format_timestamp(s) for s in seconds], request_id=request_id,
-                               hint="the metadata is not the one the encoder's prompt was built from")
-        out.append([float(s) for s in seconds])
-    return out
 
 
 def embeds_request(layout: HandoffLayout, embeddings: Sequence, adapter, *, video_metadata=None,
@@ -125,7 +68,7 @@ def embeds_request(layout: HandoffLayout, embeddings: Sequence, adapter, *, vide
 
     layout = accept_layout(layout, adapter, embeddings=list(embeddings), request_id=request_id)
     raw = raw_prompt_ids(layout)
-    typed_adapter(adapter).check_prompt(layout, raw, request_id=request_id)
+    typed_adapter(adapter, request_id=request_id).check_prompt(layout, raw, request_id=request_id)
     data: dict[str, dict] = {}
     for modality in (IMAGE, "video"):
         picked = [(item, emb) for item, emb in zip(layout.items, embeddings, strict=True) if item.modality == modality]

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from ..adapters.base import typed_adapter
 from ..checks import accept_layout, check_placeholders
-from ..errors import HandoffError
+from ..errors import HandoffError, typed_failures
 from ..layout import HandoffLayout
 from ..layout.tokens import check_token_ids
 
 
+@typed_failures("prompt_token_ids")
 def check_expansion(prompt_token_ids, carried, adapter, *, embeddings=None, request_id=None) -> HandoffLayout:
     """vLLM's expanded ids equal the carried layout's (a layout or its wire form); returns the layout."""
     layout = accept_layout(carried, adapter, embeddings=embeddings, request_id=request_id)
@@ -44,10 +45,11 @@ def check_output(output, carried, adapter, *, embeddings=None) -> HandoffLayout:
                            request_id=fields["request_id"])
 
 
+@typed_failures("prompt_token_ids")
 def check_raw_prompt(prompt_token_ids, adapter, *, images: int, videos: int,
                      request_id: object | None = None) -> None:
     """One ``<|image_pad|>`` per image and one ``<|video_pad|>`` per video before vLLM expands them."""
-    check_placeholders(prompt_token_ids, typed_adapter(adapter).spec, images=images,
+    check_placeholders(prompt_token_ids, typed_adapter(adapter, request_id=request_id).spec, images=images,
                        videos=videos, field="prompt_token_ids before vLLM's expansion", request_id=request_id,
                        hint="the prompt was already expanded: pass the raw prompt (mm_handoff.vllm.embeds_request "
                             "builds it)")

@@ -25,8 +25,8 @@ from ..adapters.registry import get_adapter
 from ..errors import EngineNotSupportedError, HandoffError
 from ..glue.engine_adapters import cached_adapter
 from ..glue.policy import Decision, Policy, decide
+from ..glue.unexpanded import LAYOUT_KWARG
 from ..layout.spec import PAD_ONLY, REPLACE_WRAPPER
-from ._carrier import LAYOUT_KWARG
 from ._checks import check_expansion, check_raw_prompt
 
 log = logging.getLogger("mm_handoff.vllm")

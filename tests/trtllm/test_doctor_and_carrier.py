@@ -7,7 +7,8 @@ import pytest
 import mm_handoff.trtllm as glue
 from mm_handoff.glue.instrumentor import version_in_range
 from mm_handoff.trtllm._encoder import attach_carried
-from mm_handoff.trtllm.doctor import run_doctor
+from mm_handoff.trtllm._startup import PTH_LINE
+from mm_handoff.trtllm.doctor import run_doctor, stale_startup_lines
 
 
 def test_doctor_lists_every_hook_point_and_exits_zero(engine):
@@ -71,3 +72,18 @@ def test_deferred_stamp_lands_when_the_response_arrives():
     attach_carried(out, {glue.LAYOUT_KEY: {"format": "x"}})
     assert out._handle_response({"ok": True}) == "handled"
     assert out.disaggregated_params.multimodal_embedding_handles[0][glue.LAYOUT_KEY] == {"format": "x"}
+
+
+def test_doctor_names_an_older_releases_startup_line(tmp_path, monkeypatch, engine):
+    """A .pth line of an older release (its hook module has moved) is named, with the command that rewrites
+    it, and doctor exits 1; this release's line and unrelated .pth files are left alone."""
+    (tmp_path / "mm_handoff_autoinstall.pth").write_text(PTH_LINE + "\n")
+    (tmp_path / "other.pth").write_text("import sys\n")
+    assert stale_startup_lines([str(tmp_path)]) == []
+    older = tmp_path / "older.pth"
+    older.write_text(PTH_LINE.replace("mm_handoff.trtllm._startup", "mm_handoff._startup") + "\n")
+    assert stale_startup_lines([str(tmp_path)]) == [str(older)]
+    monkeypatch.setattr("mm_handoff.trtllm.doctor.stale_startup_lines", lambda: [str(older)])
+    out = io.StringIO()
+    assert run_doctor(out=out) == 1
+    assert f"start-up line STALE: {older}" in out.getvalue() and "rewrite it: python -c" in out.getvalue()

@@ -1,0 +1,69 @@
+"""What an engine that expands the placeholders itself needs from a layout (vLLM's precomputed-embeddings
+path and SGLang's EPD rebuild both do): the prompt before expansion, HF's per-group timestamps checked
+against the layout, and the ``mm_processor_kwargs`` key the layout rides under to the in-engine check."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..adapters.base import typed_adapter
+from ..adapters.timestamps import format_timestamp
+from ..errors import GridMismatchError, HandoffError
+from ..layout import HandoffLayout
+from ..layout.items import IMAGE
+from ..layout.spec import PAD_ONLY
+
+#: the ``mm_processor_kwargs`` key that carries the encoder's layout (wire form) to the in-engine check
+LAYOUT_KWARG = "mm_handoff_layout"
+
+
+def raw_prompt_ids(layout: HandoffLayout) -> np.ndarray:
+    """The prompt before expansion: each item's span back to one placeholder.
+
+    A video's span runs from its first timestamp to its last group's ``<|vision_end|>``; it becomes
+    ``<|video_pad|>`` under ``pad_only`` (the template's outer markers are still around it) and the
+    whole ``<|vision_start|><|video_pad|><|vision_end|>`` trio under ``replace_wrapper``.
+    """
+    spec, ids = layout.spec, layout.token_ids
+    parts, cursor = [], 0
+    for item in layout.items:
+        if item.modality == IMAGE:
+            lo, hi, piece = item.first_offset, item.end, [spec.image_pad]
+        else:
+            lo = int(item.span_array[0, 0]) if item.span_array is not None else item.first_offset - 1
+            hi = item.end + 1
+            piece = [spec.video_pad] if layout.convention == PAD_ONLY else \
+                [spec.vision_start, spec.video_pad, spec.vision_end]
+        parts += [ids[cursor:lo], np.asarray(piece, dtype=np.int32)]
+        cursor = hi
+    parts.append(ids[cursor:])
+    out = np.concatenate(parts).astype(np.int32, copy=False)
+    out.flags.writeable = False
+    return out
+
+
+def video_timestamps(layout: HandoffLayout, adapter, video_metadata, request_id, *, engine: str = "vLLM") -> list:
+    """Per video, HF's per-group seconds (from the metadata when given), checked against the layout (what
+    vLLM's embeds path and SGLang's EPD rebuild print, ``f"<{t:.1f} seconds>"``, one per temporal group)."""
+    videos = [item for item in layout.items if item.modality != IMAGE]
+    metas = list(video_metadata) if video_metadata is not None else [None] * len(videos)
+    if len(metas) != len(videos):
+        raise HandoffError("video_metadata", f"{len(videos)} entries (one per video)", len(metas),
+                           request_id=request_id)
+    out = []
+    for j, (item, meta) in enumerate(zip(videos, metas, strict=False)):
+        printed = item.timestamps
+        seconds = printed if meta is None else typed_adapter(adapter, request_id=request_id).video_timestamps(meta, j,
+                                                            request_id=request_id)
+        if seconds is None:
+            raise HandoffError(f"video {j} timestamps", "video_metadata or a layout with timestamps", None,
+                               request_id=request_id, hint=f"{engine} needs them for a Qwen3-VL video")
+        if len(seconds) != item.grid_thw[0]:
+            raise GridMismatchError(f"video {j} timestamps", f"{item.grid_thw[0]} (one per temporal group)",
+                                    len(seconds), request_id=request_id)
+        if printed is not None and [format_timestamp(s) for s in seconds] != [format_timestamp(s) for s in printed]:
+            raise HandoffError(f"video {j} timestamps", [format_timestamp(s) for s in printed],
+                               [format_timestamp(s) for s in seconds], request_id=request_id,
+                               hint="the metadata is not the one the encoder's prompt was built from")
+        out.append([float(s) for s in seconds])
+    return out
