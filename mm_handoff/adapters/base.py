@@ -32,6 +32,8 @@ from ..reading import Limits, resolve_limits
 ENTRY_METHODS = ("derive_layout", "rebuild_token_ids", "stock_token_ids", "rebuild_layout", "mrope_positions",
                  "mrope_delta", "layout_mrope_delta", "check_prompt", "video_timestamps", "check_video_metadata")
 
+_ENTRY_SET = frozenset(ENTRY_METHODS)
+
 #: what an engine reads from an adapter, and the types it must have (read through :func:`typed_adapter`)
 ATTRIBUTES = {"family": (str,), "convention": (str,), "spec": (TokenSpec,), "tokenizer_digest": (str, type(None)),
               "deepstack_levels": (int,), "hidden_size": (int, type(None)), "handle_row_width": (int, type(None))}
@@ -52,10 +54,11 @@ def typed_adapter(adapter, *, request_id=None):
     protocol says (or an AdapterError naming it). Every caller in the package reaches an adapter this way,
     whatever its class: an :class:`Adapter` subclass, a mixin's method, a patched instance, a duck-typed
     third-party object. Cheap: one small object per call site."""
-    if type(adapter) is TypedAdapter and adapter._request_id == request_id:
-        return adapter
-    inner = adapter._inner if type(adapter) is TypedAdapter else adapter
-    return TypedAdapter(inner, request_id)
+    if type(adapter) is TypedAdapter:
+        if adapter._request_id is request_id:
+            return adapter
+        adapter = adapter._inner
+    return TypedAdapter(adapter, request_id)
 
 
 class TypedAdapter:
@@ -67,22 +70,23 @@ class TypedAdapter:
         object.__setattr__(self, "_inner", inner)
         object.__setattr__(self, "_request_id", request_id)
 
-    def __getattr__(self, name: str):
-        rid = self._request_id
+    def __getattr__(self, name: str):  # every protocol member: the proxy has only its two slots
+        inner, rid = self._inner, self._request_id
         try:
-            value = getattr(self._inner, name)
+            value = getattr(inner, name)
         except HandoffError as exc:
             exc.with_request(rid)
             raise
         except Exception as exc:
-            raise AdapterError(f"adapter.{name}", f"{name} of {_described(self._inner)}", _described(exc),
+            raise AdapterError(f"adapter.{name}", f"{name} of {_described(inner)}", _described(exc),
                                request_id=rid, hint="the family adapter failed; see the chained exception") from exc
-        if name in ENTRY_METHODS:
+        if name in _ENTRY_SET:
             if not callable(value):
                 raise AdapterError(f"adapter.{name}", "a method", type(value).__name__, request_id=rid)
             return _entry(name, value, rid)
         expected = ATTRIBUTES.get(name)
-        if expected is not None and not (isinstance(value, TokenSpec) if name == "spec" else type(value) in expected):
+        if expected is not None and type(value) not in expected \
+                and not (name == "spec" and isinstance(value, TokenSpec)):
             raise AdapterError(f"adapter.{name}", " or ".join(t.__name__ for t in expected), type(value).__name__,
                                request_id=rid, hint="the adapter does not follow the protocol")
         return value
