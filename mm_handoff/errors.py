@@ -125,6 +125,10 @@ class HandoffError(ValueError):
             self.request_id = request_id
         return self
 
+    def __repr__(self) -> str:
+        """Printable whatever the values hold (a logger's ``%r`` must not fail on an adapter whose repr recurses)."""
+        return f"{type(self).__name__}({_fmt(self.field)}, {_fmt(self.expected)}, {_fmt(self.actual)})"
+
     def __str__(self) -> str:
         who = f"request {_fmt(self.request_id)}" if self.request_id is not None else "handoff"
         text = f"{who}: {_short_text(self.field)}: expected {_fmt(self.expected)}, got {_fmt(self.actual)}"

@@ -115,7 +115,12 @@ ATTRIBUTES = ("spec", "family", "handle_row_width")
 
 
 class _Output:
+    """SGLang's ``MultimodalProcessorOutput`` for IDS as its own processor builds it: one image item on the
+    pad run, the mRoPE ids and delta of the layout."""
+
     input_ids = IDS.tolist()
+    mm_items = [type("Item", (), {"modality": "image", "offsets": [(2, 5)]})()]
+    mrope_positions, mrope_position_delta = Qwen3VLAdapter().mrope_positions(IDS, image_grid_thw=GRID)
 
 
 CALLS = {
@@ -148,13 +153,24 @@ ODD = [(kind, member) for kind in KINDS for member in METHODS + ATTRIBUTES
 def test_an_odd_adapter_member_ends_typed_naming_member_and_request(call, kind, member):
     adapter = KINDS[kind](member)
     try:
-        CALLS[call](adapter)
+        answer = CALLS[call](adapter)
     except HandoffError as exc:
         assert exc.request_id == "r1", (exc.field, exc.request_id)
+        assert repr(exc).startswith(type(exc).__name__)  # printable, whatever the adapter's values are
         if _planted(exc):  # the planted failure: the adapter's error, naming what of it failed
             assert isinstance(exc, AdapterError) and exc.field.startswith("adapter."), (type(exc), exc.field)
+        else:  # a member of the wrong kind (a method for a name, None): named, as the adapter's or the layout's
+            assert exc.field in (f"adapter.{member}", "adapter.tokenizer_digest", member), (type(exc), exc.field)
     except Exception as exc:  # the one thing that must never happen: an untyped escape
         pytest.fail(f"{call} with a {kind} {member}: untyped {type(exc).__name__}: {exc}")
+    else:  # the odd member was not reached: the answer is a sound adapter's
+        assert answer == CALLS[call](Qwen3VLAdapter()), (call, kind, member)
+
+
+def test_a_sound_adapter_passes_every_call():
+    """The calls above are requests a sound adapter accepts, so a refusal there is the odd member's."""
+    for call in CALLS.values():
+        call(Qwen3VLAdapter())
 
 
 def test_a_layout_method_must_give_a_layout():
