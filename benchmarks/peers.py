@@ -163,13 +163,14 @@ def run_sglang(scale: float = 1.0) -> list:
     assert spec is not None and spec.loader is not None
     helpers = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(helpers)
-    proc, hf, config = helpers.build_processor("qwen3_vl", tempfile.mkdtemp(prefix="mm_handoff_peers_"))
     rows = []
-    for req in requests(scale):
-        layout, ours, theirs = _sglang_sides(proc, req, hf.tokenizer, config)
-        rows.append({"engine": "sglang", "request": req.name, "ids": layout.prompt_len,
-                     "runs": len(layout.runs), **interleaved(ours, theirs, req.rounds)})
-        print(json.dumps(rows[-1]), flush=True)
+    with tempfile.TemporaryDirectory(prefix="mm_handoff_peers_") as directory:  # the tiny checkpoint
+        proc, hf, config = helpers.build_processor("qwen3_vl", directory)
+        for req in requests(scale):
+            layout, ours, theirs = _sglang_sides(proc, req, hf.tokenizer, config)
+            rows.append({"engine": "sglang", "request": req.name, "ids": layout.prompt_len,
+                         "runs": len(layout.runs), **interleaved(ours, theirs, req.rounds)})
+            print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
@@ -215,17 +216,17 @@ def run_vllm(scale: float = 1.0) -> list:
 
     from mm_handoff.vllm.demo import save_tiny_checkpoint
 
-    directory = tempfile.mkdtemp(prefix="mm_handoff_peers_")
-    _, hf, _ = save_tiny_checkpoint("qwen3_vl", directory)
-    config = ModelConfig(model=directory, dtype="float32", max_model_len=4096, enable_mm_embeds=True,
-                         limit_mm_per_prompt={"video": 1, "image": 16})
-    proc = MULTIMODAL_REGISTRY.create_processor(config)
     rows = []
-    for req in requests(scale):
-        layout, ours, theirs = _vllm_sides(proc, req, hf.tokenizer, proc.info.get_hf_config())
-        rows.append({"engine": "vllm", "request": req.name, "ids": layout.prompt_len,
-                     "runs": len(layout.runs), **interleaved(ours, theirs, req.rounds)})
-        print(json.dumps(rows[-1]), flush=True)
+    with tempfile.TemporaryDirectory(prefix="mm_handoff_peers_") as directory:  # the tiny checkpoint
+        _, hf, _ = save_tiny_checkpoint("qwen3_vl", directory)
+        config = ModelConfig(model=directory, dtype="float32", max_model_len=4096, enable_mm_embeds=True,
+                             limit_mm_per_prompt={"video": 1, "image": 16})
+        proc = MULTIMODAL_REGISTRY.create_processor(config)
+        for req in requests(scale):
+            layout, ours, theirs = _vllm_sides(proc, req, hf.tokenizer, proc.info.get_hf_config())
+            rows.append({"engine": "vllm", "request": req.name, "ids": layout.prompt_len,
+                         "runs": len(layout.runs), **interleaved(ours, theirs, req.rounds)})
+            print(json.dumps(rows[-1]), flush=True)
     return rows
 
 

@@ -343,7 +343,7 @@ def _check_video_metadata(layout: HandoffLayout, adapter, side: SideFacts) -> No
     if adapter is None:
         raise HandoffError("video_metadata", "this side's adapter to read it with", None, request_id=side.request_id)
     check_frame_total(side.video_metadata, side.limits, request_id=side.request_id)
-    adapter.check_video_metadata(layout, side.video_metadata, request_id=side.request_id)
+    adapter.check_video_metadata(layout, side.video_metadata, limits=side.limits, request_id=side.request_id)
 
 
 def _check_embeddings(layout: HandoffLayout, adapter, side: SideFacts) -> None:

@@ -120,10 +120,22 @@ class HandoffError(ValueError):
         self.hint = hint
 
     def with_request(self, request_id: Any) -> HandoffError:
-        """Name the request on an error raised where it was not known yet."""
+        """The error to raise for ``request_id``: this one, naming the request when it named none yet; a copy
+        naming ``request_id`` when it already names another request (one instance raised for two requests, an
+        adapter's prebuilt error, say: the second must not be reported as the first). Use it as
+        ``raise exc.with_request(request_id)``.
+        """
+        if request_id is None or self.request_id is request_id:
+            return self
         if self.request_id is None:
             self.request_id = request_id
-        return self
+            return self
+        copy = type(self).__new__(type(self), *self.args)  # no __init__: a subclass may take other arguments
+        copy.__dict__.update(self.__dict__)
+        copy.request_id = request_id
+        copy.__cause__ = self.__cause__
+        copy.__suppress_context__ = True  # the original, naming the other request, is not this one's context
+        return copy.with_traceback(self.__traceback__)
 
     def __repr__(self) -> str:
         """Printable whatever the values hold (a logger's ``%r`` must not fail on an adapter whose repr recurses)."""
@@ -218,8 +230,7 @@ def typed_failures(field: str, error: type[HandoffError] = HandoffError):
             try:
                 return fn(*args, **kwargs)
             except HandoffError as exc:  # typed already: it names the request it was called for
-                exc.with_request(kwargs.get("request_id"))
-                raise
+                raise exc.with_request(kwargs.get("request_id"))  # noqa: B904 (the same error, or its copy)
             except Exception as exc:
                 try:
                     what = f"{type(exc).__name__}: {exc}"

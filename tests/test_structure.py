@@ -191,3 +191,51 @@ def test_engine_glues_do_not_import_each_other():
     crossings = [f"{name} -> {target}" for name, path in mods.items() if engine(name)
                  for target in _imports(name, path, set(mods)) if engine(target) not in (None, engine(name))]
     assert crossings == []
+
+
+#: public functions (where they live) that name a request but read no request data ``limits`` bounds, and why
+_NO_LIMITS = {
+    "mm_handoff.checks.check_mrope_slice": "reads a shape and an int, nothing it would convert",
+    "mm_handoff.checks.check_skew": "compares a layout's names with this side's",
+    "mm_handoff.errors.HandoffError.with_request": "names a request on an error",
+    "mm_handoff.adapters.base.Adapter.layout_mrope_delta": "an accepted layout (bounded when it was made)",
+    "mm_handoff.adapters.qwen_layout.QwenLayoutAdapter.layout_mrope_delta": "an accepted layout",
+    "mm_handoff.adapters.base.Adapter.check_prompt": "an accepted layout; the prompt is bounded by its length",
+    "mm_handoff.adapters.base.Adapter.expansion_span": "an accepted layout and an item index",
+    "mm_handoff.sglang._checks.engine_inputs": "an accepted layout",
+    "mm_handoff.sglang._hooks.output_from_layout": "an accepted layout; embedding shapes only",
+}
+
+
+def _public_functions() -> dict:
+    """Every function and method the package's faces export, by where it lives."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    found = {}
+    names = ["mm_handoff"] + [m.name for m in pkgutil.walk_packages(mm_handoff.__path__, "mm_handoff.") if m.ispkg]
+    for module_name in names:
+        for name in getattr(importlib.import_module(module_name), "__all__", ()):
+            value = getattr(importlib.import_module(module_name), name)
+            if inspect.isfunction(value):
+                members = [value]
+            elif inspect.isclass(value):
+                members = [v for c in value.__mro__ if c.__module__.startswith("mm_handoff")
+                           for k, v in vars(c).items() if inspect.isfunction(v) and not k.startswith("_")]
+            else:
+                members = []
+            found.update({f"{fn.__module__}.{fn.__qualname__}": fn for fn in members})
+    return found
+
+
+def test_every_entry_that_reads_a_request_takes_limits():
+    """Sizes are checked before work against the caller's bounds: every public function or method that
+    names a request (``request_id``) takes ``limits`` too, or says here why it reads nothing to bound."""
+    import inspect
+
+    public = _public_functions()
+    params = {name: inspect.signature(fn).parameters for name, fn in public.items()}
+    missing = [name for name, p in params.items() if "request_id" in p and "limits" not in p and name not in _NO_LIMITS]
+    assert not missing, f"public entries without limits=: {missing}"
+    assert set(_NO_LIMITS) <= set(public), f"exemptions naming no public function: {set(_NO_LIMITS) - set(public)}"

@@ -75,8 +75,7 @@ class TypedAdapter:
         try:
             value = getattr(inner, name)
         except HandoffError as exc:
-            exc.with_request(rid)
-            raise
+            raise exc.with_request(rid)  # noqa: B904
         except Exception as exc:
             raise AdapterError(f"adapter.{name}", f"{name} of {_described(inner)}", _described(exc),
                                request_id=rid, hint="the family adapter failed; see the chained exception") from exc
@@ -109,8 +108,7 @@ def _entry(name: str, method, request_id):
         try:
             result = method(*args, **kwargs)
         except HandoffError as exc:
-            exc.with_request(rid)
-            raise
+            raise exc.with_request(rid)  # noqa: B904
         except Exception as exc:
             raise AdapterError(f"adapter.{name}", f"{name}() to succeed", _described(exc), request_id=rid,
                                hint="the family adapter failed; see the chained exception") from exc
@@ -192,33 +190,37 @@ class Adapter(metaclass=_TypedClass):
 
     @abc.abstractmethod
     def derive_layout(self, token_ids, *, image_grid_thw=None, video_grid_thw=None, mrope: bool = True,
-                      request_id=None) -> HandoffLayout:
-        """Layout of the encoder-side expanded ids (the primary path)."""
+                      limits=None, request_id=None) -> HandoffLayout:
+        """Layout of the encoder-side expanded ids (the primary path). Every method that reads a request's
+        data takes ``limits`` (:class:`~mm_handoff.reading.Limits`; None: the process default) and checks
+        sizes against it before it converts or expands anything."""
 
     @abc.abstractmethod
     def rebuild_token_ids(self, prompt_token_ids, *, image_grid_thw=None, video_grid_thw=None,
-                          video_metadata: Sequence | None = None, request_id=None):
+                          video_metadata: Sequence | None = None, limits=None, request_id=None):
         """The exact aggregated ids from the un-expanded prompt, grids and video metadata."""
 
     @abc.abstractmethod
-    def mrope_positions(self, token_ids, *, image_grid_thw=None, video_grid_thw=None, request_id=None):
+    def mrope_positions(self, token_ids, *, image_grid_thw=None, video_grid_thw=None, limits=None,
+                        request_id=None):
         """``(positions (3, L) int64, delta)``, bitwise equal to HF ``get_rope_index``."""
 
     def rebuild_layout(self, prompt_token_ids, *, image_grid_thw=None, video_grid_thw=None,
-                       video_metadata: Sequence | None = None, mrope: bool = True,
+                       video_metadata: Sequence | None = None, mrope: bool = True, limits=None,
                        request_id=None) -> HandoffLayout:
         """Prefill-side fallback: rebuild the ids, then derive their layout."""
         ids = self.rebuild_token_ids(prompt_token_ids, image_grid_thw=image_grid_thw,
                                      video_grid_thw=video_grid_thw, video_metadata=video_metadata,
-                                     request_id=request_id)
+                                     limits=limits, request_id=request_id)
         return self.derive_layout(ids, image_grid_thw=image_grid_thw, video_grid_thw=video_grid_thw,
-                                  mrope=mrope, request_id=request_id)
+                                  mrope=mrope, limits=limits, request_id=request_id)
 
-    def mrope_delta(self, token_ids, *, image_grid_thw=None, video_grid_thw=None, request_id=None) -> int:
+    def mrope_delta(self, token_ids, *, image_grid_thw=None, video_grid_thw=None, limits=None,
+                    request_id=None) -> int:
         """The delta :meth:`mrope_positions` gives (what the prefill side checks a carried delta against);
         families override it with a cheaper computation."""
         return int(self.mrope_positions(token_ids, image_grid_thw=image_grid_thw, video_grid_thw=video_grid_thw,
-                                        request_id=request_id)[1])
+                                        limits=limits, request_id=request_id)[1])
 
     def layout_mrope_delta(self, layout: HandoffLayout, *, request_id=None) -> int:
         """:meth:`mrope_delta` of a checked layout's ids and grids (what the accept step compares a

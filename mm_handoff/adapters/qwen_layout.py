@@ -218,9 +218,10 @@ class QwenLayoutAdapter(Adapter):
                                hint=f"{self.family}'s timestamp ids are not known without its tokenizer")
         return read_only(np.asarray(ids, dtype=np.int32))
 
-    def video_timestamps(self, metadata, index: int = 0, *, request_id=None) -> list:
-        """Per-group seconds for one video, from its metadata (not mutated)."""
-        meta = metadata_fields(metadata, index, request_id=request_id)
+    def video_timestamps(self, metadata, index: int = 0, *, limits=None, request_id=None) -> list:
+        """Per-group seconds for one video, from its metadata (not mutated; at most ``limits.max_frames``
+        frame indices)."""
+        meta = metadata_fields(metadata, index, max_frames=resolve_limits(limits).max_frames, request_id=request_id)
         if meta["frames_indices"] is None:
             raise HandoffError(f"video_metadata[{index}].frames_indices", "the sampled frame indices", None,
                                request_id=request_id,
@@ -234,7 +235,8 @@ class QwenLayoutAdapter(Adapter):
                                hint=f"a group would be printed at {late[0]!r} s")
         return seconds
 
-    def check_video_metadata(self, layout: HandoffLayout, video_metadata: Sequence, *, request_id=None) -> None:
+    def check_video_metadata(self, layout: HandoffLayout, video_metadata: Sequence, *, limits=None,
+                             request_id=None) -> None:
         """The layout's per-group timestamps are the ones this request's video metadata gives (what the
         processor prints from the sampled frames and the source fps); the ids alone cannot tell an
         honest timestamp from a forged one, the request's metadata can."""
@@ -243,19 +245,20 @@ class QwenLayoutAdapter(Adapter):
             raise HandoffError("video_metadata", f"{len(videos)} entries (one per video)",
                                len(video_metadata) if isinstance(video_metadata, (list, tuple))
                                else type(video_metadata).__name__, request_id=request_id)
+        check_frame_total(video_metadata, limits, request_id=request_id)
         for j, ((k, item), meta) in enumerate(zip(videos, video_metadata, strict=True)):
             t = item.grid_thw[0]
-            seconds = self.video_timestamps(meta, j, request_id=request_id)[:t]
+            seconds = self.video_timestamps(meta, j, limits=limits, request_id=request_id)[:t]
             printed = [float(format_timestamp(x)[1:-len(" seconds>")]) for x in seconds]
             if item.timestamps is None or list(item.timestamps) != printed:
                 raise HandoffError(f"items[{k}].timestamps", f"{printed} (from this request's video_metadata[{j}])",
                                    item.timestamps, request_id=request_id,
                                    hint="the carried timestamps are not this request's video's")
 
-    def _video_chunk(self, grid, metadata, index: int, request_id) -> np.ndarray:
+    def _video_chunk(self, grid, metadata, index: int, limits, request_id) -> np.ndarray:
         t, h, w = grid
         n = h * w // (self.spec.merge_size ** 2)
-        seconds = self.video_timestamps(metadata, index, request_id=request_id)
+        seconds = self.video_timestamps(metadata, index, limits=limits, request_id=request_id)
         if len(seconds) < t:
             raise GridMismatchError(f"video_metadata[{index}].frames_indices",
                                     f"at least {t} temporal groups for grid {grid}", len(seconds),
@@ -305,7 +308,7 @@ class QwenLayoutAdapter(Adapter):
                 continue
             lo, hi = self.placeholder_span(ids, p, "video", cursor, self.convention)
             out.append(ids[cursor:lo])
-            out.append(self._video_chunk(video_grids[i_vid], metas[i_vid], i_vid, request_id))
+            out.append(self._video_chunk(video_grids[i_vid], metas[i_vid], i_vid, limits, request_id))
             cursor = hi
             i_vid += 1
         out.append(ids[cursor:])

@@ -20,8 +20,6 @@ from ..reading import MAX_ID
 
 #: the latest group a prompt can print: ``<9999999.9 seconds>`` (7 integer digits, what the reader reads)
 MAX_SECONDS = 9_999_999.9
-#: the most frame indices one video's metadata may list (768 is the processor's own maximum)
-MAX_FRAMES = 1 << 15
 
 
 def calculate_timestamps(indices, video_fps: float, merge_size: int) -> list:
@@ -51,8 +49,9 @@ def sample_frame_indices(total_num_frames: int, video_fps: float | None, *, fps:
     return np.linspace(0, total_num_frames - 1, num_frames).round().astype(int).tolist()
 
 
-def metadata_fields(metadata: Any, index: int, *, request_id=None) -> dict:
-    """Read fps / frames_indices / total_num_frames from a mapping or an HF ``VideoMetadata``."""
+def metadata_fields(metadata: Any, index: int, *, max_frames: int, request_id=None) -> dict:
+    """Read fps / frames_indices / total_num_frames from a mapping or an HF ``VideoMetadata``; at most
+    ``max_frames`` frame indices (``Limits.max_frames``), counted before they are read."""
     field = f"video_metadata[{index}]"
     if metadata is None:
         raise HandoffError(field, "video metadata (fps, frames_indices)", None, request_id=request_id,
@@ -62,7 +61,7 @@ def metadata_fields(metadata: Any, index: int, *, request_id=None) -> dict:
         fps, indices, total = get("fps", None), get("frames_indices", None), get("total_num_frames", None)
         if indices is not None and not isinstance(indices, (list, tuple)) and hasattr(indices, "tolist"):
             size = int(np.prod(getattr(indices, "shape", ()), dtype=np.int64))  # counted before it is read
-            indices = indices.tolist() if 0 < size <= MAX_FRAMES else size
+            indices = indices.tolist() if 0 < size <= max_frames else size
     except Exception as exc:  # a mapping or object that fails when read
         raise HandoffError(field, "readable video metadata (fps, frames_indices)", type(exc).__name__,
                            request_id=request_id) from exc
@@ -72,8 +71,9 @@ def metadata_fields(metadata: Any, index: int, *, request_id=None) -> dict:
             raise HandoffError(f"{field}.fps", "a positive, finite number or None", fps, request_id=request_id)
         fps = float(fps) if not isinstance(fps, int) else int.__index__(fps)
     if indices is not None:
-        if not isinstance(indices, (list, tuple)) or not 0 < len(indices) <= MAX_FRAMES:
-            raise HandoffError(f"{field}.frames_indices", f"a list of 1 to {MAX_FRAMES} frame indices",
+        if not isinstance(indices, (list, tuple)) or not 0 < len(indices) <= max_frames:
+            raise HandoffError(f"{field}.frames_indices", f"a list of 1 to {max_frames} frame indices "
+                               "(limits.max_frames)",
                                len(indices) if isinstance(indices, (list, tuple)) else
                                f"{indices} indices" if type(indices) is int else type(indices).__name__,
                                request_id=request_id)

@@ -12,6 +12,7 @@ from ..errors import GridMismatchError, HandoffError
 from ..layout import HandoffLayout
 from ..layout.items import IMAGE
 from ..layout.spec import PAD_ONLY
+from ..reading import check_frame_total
 
 #: the ``mm_processor_kwargs`` key that carries the encoder's layout (wire form) to the in-engine check
 LAYOUT_KWARG = "mm_handoff_layout"
@@ -42,19 +43,25 @@ def raw_prompt_ids(layout: HandoffLayout) -> np.ndarray:
     return out
 
 
-def video_timestamps(layout: HandoffLayout, adapter, video_metadata, request_id, *, engine: str = "vLLM") -> list:
+def video_timestamps(layout: HandoffLayout, adapter, video_metadata, request_id, *, engine: str = "vLLM",
+                     limits=None) -> list:
     """Per video, HF's per-group seconds (from the metadata when given), checked against the layout (what
-    vLLM's embeds path and SGLang's EPD rebuild print, ``f"<{t:.1f} seconds>"``, one per temporal group)."""
+    vLLM's embeds path and SGLang's EPD rebuild print, ``f"<{t:.1f} seconds>"``, one per temporal group).
+    The metadata's frame lists are bounded by ``limits.max_frames``, all videos together, before any is read."""
     videos = [item for item in layout.items if item.modality != IMAGE]
+    if video_metadata is not None and not isinstance(video_metadata, (list, tuple)):
+        raise HandoffError("video_metadata", "a list with one entry per video", type(video_metadata).__name__,
+                           request_id=request_id)
+    check_frame_total(video_metadata, limits, request_id=request_id)
     metas = list(video_metadata) if video_metadata is not None else [None] * len(videos)
     if len(metas) != len(videos):
         raise HandoffError("video_metadata", f"{len(videos)} entries (one per video)", len(metas),
                            request_id=request_id)
+    typed = typed_adapter(adapter, request_id=request_id)
     out = []
     for j, (item, meta) in enumerate(zip(videos, metas, strict=False)):
         printed = item.timestamps
-        seconds = printed if meta is None else typed_adapter(adapter, request_id=request_id).video_timestamps(meta, j,
-                                                            request_id=request_id)
+        seconds = printed if meta is None else typed.video_timestamps(meta, j, limits=limits, request_id=request_id)
         if seconds is None:
             raise HandoffError(f"video {j} timestamps", "video_metadata or a layout with timestamps", None,
                                request_id=request_id, hint=f"{engine} needs them for a Qwen3-VL video")

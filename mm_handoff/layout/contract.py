@@ -358,8 +358,7 @@ class HandoffLayout:
                                   mrope_position_delta=content.mrope_position_delta,
                                   tokenizer_digest=content.tokenizer_digest)
         except LayoutError as exc:
-            exc.with_request(request_id)
-            raise
+            raise exc.with_request(request_id)  # noqa: B904
 
     # ----------------------------------------------------------------------- identity
     def fingerprint(self, *, include_mrope: bool = False) -> str:
@@ -463,8 +462,7 @@ def _items(ids: np.ndarray, spec: TokenSpec, groups: list, request_id) -> tuple:
             heads, joined([g[3] for g in groups], _NO_RUNS), joined([g[4] for g in groups], _NO_RUNS),
             joined([s[0] for s in parsed.values()]), joined([np.stack(s[1:], axis=1) for s in parsed.values()]))
     except LayoutError as exc:
-        exc.with_request(request_id)
-        raise
+        raise exc.with_request(request_id)  # noqa: B904
     return items, parsed
 
 
@@ -507,5 +505,4 @@ def derive_layout(
                                         convention=convention, mrope_position_ids=positions,
                                         mrope_position_delta=delta, tokenizer_digest=tokenizer_digest)
     except LayoutError as exc:
-        exc.with_request(request_id)
-        raise
+        raise exc.with_request(request_id)  # noqa: B904

@@ -188,7 +188,11 @@ def normalize_grids(grids, field: str, *, merge_size: int, limits=None) -> list:
 def _normalize_grids(grids, field: str, merge_size: int, limits) -> list:
     if grids is None:
         return []
-    count = len(grids) if isinstance(grids, (list, tuple)) else getattr(grids, "shape", (None,))[:1]
+    shape = None if isinstance(grids, (list, tuple)) else getattr(grids, "shape", None)
+    if isinstance(shape, tuple) and not (len(shape) == 2 and shape[1] == 3) and 0 not in shape:
+        # an array of grids is [n, 3] (or empty): anything else is refused before it is read
+        raise GridMismatchError(field, "a [n, 3] array of (t, h, w) grids", f"shape {list(shape)}")
+    count = len(grids) if isinstance(grids, (list, tuple)) else shape[:1] if isinstance(shape, tuple) else None
     count = count[0] if isinstance(count, tuple) and count else count
     if isinstance(count, int) and count > limits.max_items:  # before any conversion
         raise GridMismatchError(field, f"at most {limits.max_items} grids (limits.max_items)", count)

@@ -243,8 +243,7 @@ def _decode_spec(v, rid) -> TokenSpec:
     try:
         return _spec_of(key)
     except HandoffError as exc:  # ids that no spec may have (two alike, say)
-        exc.with_request(rid)
-        raise
+        raise exc.with_request(rid)  # noqa: B904
 
 
 @functools.lru_cache(maxsize=16)

@@ -61,17 +61,18 @@ class EPDInputs:
         return {Modality.IMAGE if name == IMAGE else Modality.VIDEO: tensor for name, tensor in self.embeddings.items()}
 
 
-def epd_inputs(layout: HandoffLayout, embeddings: Sequence, adapter, *, video_metadata=None,
+def epd_inputs(layout: HandoffLayout, embeddings: Sequence, adapter, *, video_metadata=None, limits=None,
                request_id=None) -> EPDInputs:
     """The PD receiver's arguments for ``layout`` (see the module doc); checks everything it can first.
 
     ``embeddings``: one tensor per item in layout order (rows, width). ``video_metadata``: one per video
     (HF's timestamps are computed from it); without it the layout's printed timestamps are used.
     A layout of the other processor convention is refused: SGLang rebuilds with ``pad_only`` only.
+    ``limits``: this request's bounds (:class:`~mm_handoff.reading.Limits`; None: the process default).
     """
     import torch
 
-    layout = accept_layout(layout, adapter, embeddings=list(embeddings), request_id=request_id)
+    layout = accept_layout(layout, adapter, embeddings=embeddings, limits=limits, request_id=request_id)
     if layout.convention != SGLANG_CONVENTION:
         raise SkewError("convention", f"{SGLANG_CONVENTION} (SGLang's EPD rebuild)", f"{layout.convention} (encoder)",
                         request_id=request_id, hint="SGLang keeps the template's vision markers whatever its "
@@ -87,7 +88,7 @@ def epd_inputs(layout: HandoffLayout, embeddings: Sequence, adapter, *, video_me
             meta[key] = torch.tensor([list(i.grid_thw) for i, _ in picked], dtype=torch.int64)
     if VIDEO in data:
         meta["video_timestamps"] = video_timestamps(layout, adapter, video_metadata, request_id,
-                                                    engine="SGLang")
+                                                    engine="SGLang", limits=limits)
     return EPDInputs(raw.tolist(), data, meta, layout)
 
 

@@ -33,7 +33,8 @@ from ..errors import EmbeddingCountError, GridMismatchError, HandoffError, Mrope
 from ..layout import HandoffLayout
 from ..layout.items import IMAGE, VIDEO
 from ..layout.spec import normalize_grids
-from ..layout.tokens import check_token_ids
+from ..layout.tokens import check_token_ids, readonly_ids
+from ..reading import resolve_limits, shape_of
 
 #: the model types whose ``get_mm_data`` stamps every temporal group when ``video_timestamps`` is given
 #: (SGLang 0.5.23, ``QwenVLImageProcessor.get_mm_data``); its encoder sends them for all but ``qwen4_exp``
@@ -52,19 +53,11 @@ def modality_name(value) -> str:
     return str(name).lower()
 
 
-def _as_list(value) -> list | None:
-    if value is None:
-        return None
-    return value.tolist() if hasattr(value, "tolist") else [list(g) for g in value]
-
-
-def grids_of(value, field: str, merge_size: int, request_id=None) -> list:
-    """SGLang's grid tensor (``[n, 3]``) or list as a list of ``(t, h, w)``; ``[]`` for none."""
-    grids = _as_list(value)
-    if not grids:
-        return []
+def grids_of(value, field: str, merge_size: int, request_id=None, *, limits=None) -> list:
+    """SGLang's grid tensor (``[n, 3]``) or list as a list of ``(t, h, w)``; ``[]`` for none (bounded by
+    ``limits`` before it is read)."""
     try:
-        return normalize_grids(grids, field, merge_size=merge_size)
+        return normalize_grids(value, field, merge_size=merge_size, limits=limits)
     except HandoffError as exc:
         raise exc.with_request(request_id) from None
 
@@ -112,19 +105,22 @@ def engine_inputs(layout: HandoffLayout, adapter, *, request_id=None) -> EngineI
 
 
 @typed_failures("video_timestamps")
-def check_stamped(model_type: str, video_grid_thw, video_timestamps, *, merge_size: int = 2,
+def check_stamped(model_type: str, video_grid_thw, video_timestamps, *, merge_size: int = 2, limits=None,
                   request_id=None) -> None:
     """A model type that stamps every group got one timestamp per temporal group for every video."""
     if model_type not in STAMPING_MODEL_TYPES:
         return
-    grids = grids_of(video_grid_thw, "video_grid_thw", merge_size, request_id)
+    grids = grids_of(video_grid_thw, "video_grid_thw", merge_size, request_id, limits=limits)
     if not grids:
         return
     if video_timestamps is None:
         raise GridMismatchError("video_timestamps", f"one per temporal group ({[g[0] for g in grids]})", None,
                                 request_id=request_id, hint=_FALLBACK_HINT)
-    stamps = list(video_timestamps)
-    counts = [len(s) if isinstance(s, Sequence) or hasattr(s, "__len__") else None for s in stamps]
+    if not isinstance(video_timestamps, (list, tuple)) or len(video_timestamps) != len(grids):  # before reading
+        raise GridMismatchError("video_timestamps", f"a list of {len(grids)} (one per video)",
+                                len(video_timestamps) if isinstance(video_timestamps, (list, tuple))
+                                else type(video_timestamps).__name__, request_id=request_id)
+    counts = [len(s) if isinstance(s, Sequence) or hasattr(s, "__len__") else None for s in video_timestamps]
     if counts != [g[0] for g in grids]:
         raise GridMismatchError("video_timestamps", f"{[g[0] for g in grids]} (one per temporal group, per video)",
                                 counts, request_id=request_id,
@@ -147,10 +143,11 @@ def _check_mrope(positions: np.ndarray, delta: int, output, request_id) -> None:
     got = output.mrope_positions
     if got is None:
         raise MropeLengthError("mrope_positions", f"{list(positions.shape)} ids", None, request_id=request_id)
-    got = np.asarray(got.cpu().numpy() if hasattr(got, "cpu") else got)
-    if got.shape != positions.shape:
-        raise MropeLengthError("mrope_positions", f"shape {list(positions.shape)}", f"shape {list(got.shape)}",
+    shape = shape_of(getattr(got, "shape", None), field="mrope_positions.shape", request_id=request_id)
+    if shape != positions.shape:  # before anything is copied
+        raise MropeLengthError("mrope_positions", f"shape {list(positions.shape)}", f"shape {list(shape)}",
                                request_id=request_id)
+    got = np.asarray(got.cpu().numpy() if hasattr(got, "cpu") else got)
     bad = np.flatnonzero((got != positions).any(axis=0))
     if bad.size:
         i = int(bad[0])
@@ -189,17 +186,18 @@ def check_embedding_rows_per_modality(layout: HandoffLayout, embeddings, request
 
 @typed_failures("sglang output")
 def check_mm_output(output, carried: Any, adapter, *, embeddings=None, img_grid_thw=None, video_grid_thw=None,
-                    request_id=None, inputs: EngineInputs | None = None) -> HandoffLayout:
+                    limits=None, request_id=None, inputs: EngineInputs | None = None) -> HandoffLayout:
     """SGLang's ``MultimodalProcessorOutput`` equals the carried layout (a layout or its wire form).
 
     The accept step first (this request's grids, the embedding rows per modality); then the ids, the
     items' offsets, the mRoPE ids and delta. ``inputs``: :func:`engine_inputs` when already computed.
+    ``limits``: this request's bounds (:class:`~mm_handoff.reading.Limits`; None: the process default).
     Returns the layout.
     """
-    layout = accept_layout(carried, adapter, image_grid_thw=_as_list(img_grid_thw),
-                           video_grid_thw=_as_list(video_grid_thw), request_id=request_id)
+    layout = accept_layout(carried, adapter, image_grid_thw=img_grid_thw, video_grid_thw=video_grid_thw,
+                           limits=limits, request_id=request_id)
     check_embedding_rows_per_modality(layout, embeddings, request_id)
-    check_token_ids(layout.token_ids, output.input_ids, request_id=request_id, field=_IDS_FIELD)
+    check_token_ids(layout.token_ids, output.input_ids, request_id=request_id, field=_IDS_FIELD, limits=limits)
     inputs = inputs or engine_inputs(layout, adapter, request_id=request_id)
     _check_runs([(m, s, e + 1) for m, (s, e) in inputs.runs], output, request_id)
     _check_mrope(inputs.mrope_positions, inputs.mrope_position_delta, output, request_id)
@@ -207,14 +205,18 @@ def check_mm_output(output, carried: Any, adapter, *, embeddings=None, img_grid_
 
 
 @typed_failures("sglang output")
-def check_derived(output, adapter, *, img_grid_thw=None, video_grid_thw=None, request_id=None) -> HandoffLayout:
+def check_derived(output, adapter, *, img_grid_thw=None, video_grid_thw=None, limits=None,
+                  request_id=None) -> HandoffLayout:
     """Without a carried layout: SGLang's ids are a valid layout of this side's family for the request's
-    grids (every group stamped and framed), and its offsets and mRoPE ids are that layout's."""
-    merge = typed_adapter(adapter, request_id=request_id).spec.merge_size
-    images = grids_of(img_grid_thw, "img_grid_thw", merge, request_id) or None
-    videos = grids_of(video_grid_thw, "video_grid_thw", merge, request_id) or None
-    layout = typed_adapter(adapter, request_id=request_id).derive_layout(np.asarray(output.input_ids, dtype=np.int64),
-                          image_grid_thw=images, video_grid_thw=videos, mrope=False, request_id=request_id)
+    grids (every group stamped and framed), and its offsets and mRoPE ids are that layout's. ``limits``:
+    this request's bounds (None: the process default), checked before anything is read."""
+    typed = typed_adapter(adapter, request_id=request_id)
+    merge = typed.spec.merge_size
+    images = grids_of(img_grid_thw, "img_grid_thw", merge, request_id, limits=limits) or None
+    videos = grids_of(video_grid_thw, "video_grid_thw", merge, request_id, limits=limits) or None
+    ids = readonly_ids(output.input_ids, _IDS_FIELD, max_len=resolve_limits(limits).max_prompt_len)
+    layout = typed.derive_layout(ids, image_grid_thw=images, video_grid_thw=videos, mrope=False, limits=limits,
+                                 request_id=request_id)
     inputs = engine_inputs(layout, adapter, request_id=request_id)
     _check_runs([(m, s, e + 1) for m, (s, e) in inputs.runs], output, request_id)
     _check_mrope(inputs.mrope_positions, inputs.mrope_position_delta, output, request_id)

@@ -76,8 +76,7 @@ def admission_wrapper(wrapped, llm, args, kwargs, *, policy: Policy):
     try:
         result = wrapped(*args, **kwargs)
     except HandoffError as exc:  # raised at the prefill point, which cannot see the request
-        exc.with_request(label)
-        raise
+        raise exc.with_request(label)  # noqa: B904
     finally:
         _CURRENT.reset(token)
     inputs = args[0] if args else kwargs.get("inputs")

@@ -135,8 +135,8 @@ def build_carried(adapter, ids, grids: dict, inputs, *, policy: Policy, request_
         layout = adapter.derive_layout(ids, image_grid_thw=grids.get("image_grid_thw"),
                                        video_grid_thw=grids.get("video_grid_thw"), mrope=False, request_id=request_id)
     except HandoffError as exc:  # policy=raise: this request fails here; otherwise Decision.SHIP_GRIDS
-        exc.with_request(request_id)
-        decide(policy, exc, where="encoder (deriving the layout to ship)", remedy=Decision.SHIP_GRIDS, log=log)
+        decide(policy, exc.with_request(request_id), where="encoder (deriving the layout to ship)",
+               remedy=Decision.SHIP_GRIDS, log=log)
         return carried  # the grids and metadata without a layout: the prefill side can rebuild from them
     carried[LAYOUT_KEY] = layout.to_wire()
     if videos and not _rebuild_reproduces(adapter, prompt_ids, grids, carried[VIDEO_METADATA_KEY], layout):

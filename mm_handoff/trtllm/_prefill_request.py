@@ -57,7 +57,7 @@ class _LayoutTokens:
         return None
 
 
-def _accepted_layout(encoder_output, handles, adapter, mrope_ids, request_id):
+def _accepted_layout(encoder_output, handles, adapter, mrope_ids, limits, request_id):
     """The encoder's layout (carried, else derived from its ids and carried grids), accepted."""
     found = carried(handles)
     if LAYOUT_KEY in found:
@@ -66,7 +66,7 @@ def _accepted_layout(encoder_output, handles, adapter, mrope_ids, request_id):
         grids = found[GRIDS_KEY]
         layout = typed_adapter(adapter, request_id=request_id).derive_layout(encoder_output.prompt_token_ids,
                               image_grid_thw=grids.get("image_grid_thw"), video_grid_thw=grids.get("video_grid_thw"),
-                              mrope=False, request_id=request_id)
+                              mrope=False, limits=limits, request_id=request_id)
     else:
         raise HandoffError(f"multimodal_embedding_handles[0][{LAYOUT_KEY!r}]",
                            "the encoder's layout (install mm_handoff.trtllm on the encoder side)", "absent",
@@ -76,11 +76,11 @@ def _accepted_layout(encoder_output, handles, adapter, mrope_ids, request_id):
                            "(llm.input_processor) to resolve it", None, request_id=request_id,
                            hint="the carried layout is checked against this side's family and tokenizer")
     return accept_layout(layout, adapter, embeddings=handles, prompt_token_ids=encoder_output.prompt_token_ids,
-                         mrope_position_ids=mrope_ids, request_id=request_id)
+                         mrope_position_ids=mrope_ids, limits=limits, request_id=request_id)
 
 
 def prefill_request(encoder_output, *, adapter=None, processor=None,
-                    request_type: str | None = "context_and_generation") -> PrefillRequest:
+                    request_type: str | None = "context_and_generation", limits=None) -> PrefillRequest:
     """A ``PreprocessedInputs`` + ``DisaggregatedParams`` pair for the PD ``LLM.generate_async``.
 
     ``encoder_output`` is a ``MultimodalEncoder`` result whose handles carry the layout (install
@@ -89,6 +89,7 @@ def prefill_request(encoder_output, *, adapter=None, processor=None,
     two is needed. ``processor`` is also used for the embed-mask cumsum exactly as upstream computes
     it; without it the layout's pad ids are used (same values for the Qwen family). The encoder output
     is not modified: the returned ``DisaggregatedParams`` is a copy with ``request_type`` set.
+    ``limits``: this request's bounds (:class:`~mm_handoff.reading.Limits`; None: the process default).
     """
     from tensorrt_llm.inputs.multimodal import DisaggPrefillMultimodalInputs, MultimodalParams
     from tensorrt_llm.inputs.registry import maybe_compute_mm_embed_cumsum
@@ -103,7 +104,7 @@ def prefill_request(encoder_output, *, adapter=None, processor=None,
     if adapter is None and processor is not None:
         adapter = adapter_for(processor, request_id=request_id)
     mrope_ids, mrope_deltas = dp.mrope_position_ids_handle, dp.mrope_position_deltas_handle
-    layout = _accepted_layout(encoder_output, handles, adapter, mrope_ids, request_id)
+    layout = _accepted_layout(encoder_output, handles, adapter, mrope_ids, limits, request_id)
     if (mrope_ids is None) != (mrope_deltas is None):
         raise HandoffError("mrope_position_deltas_handle", "present together with mrope_position_ids_handle",
                            "only one of the two", request_id=request_id)

@@ -56,17 +56,18 @@ def item_embeddings(rows, deepstack: Sequence = (), item_rows: Sequence[int] | N
     return list(torch.split(full, sizes, dim=0))
 
 
-def embeds_request(layout: HandoffLayout, embeddings: Sequence, adapter, *, video_metadata=None,
+def embeds_request(layout: HandoffLayout, embeddings: Sequence, adapter, *, video_metadata=None, limits=None,
                    request_id=None) -> EmbedsRequest:
     """The embeds-path request for ``layout`` (see the module doc); checks everything it can first.
 
     ``embeddings``: one tensor per item in layout order, ``(rows, hidden * (1 + levels))`` (see
     :func:`item_embeddings`). ``video_metadata``: the processor's returned metadata, one per video
     (HF's timestamps are computed from it); without it the layout's printed timestamps are used.
+    ``limits``: this request's bounds (:class:`~mm_handoff.reading.Limits`; None: the process default).
     """
     import torch
 
-    layout = accept_layout(layout, adapter, embeddings=list(embeddings), request_id=request_id)
+    layout = accept_layout(layout, adapter, embeddings=embeddings, limits=limits, request_id=request_id)
     raw = raw_prompt_ids(layout)
     typed_adapter(adapter, request_id=request_id).check_prompt(layout, raw, request_id=request_id)
     data: dict[str, dict] = {}
@@ -76,5 +77,5 @@ def embeds_request(layout: HandoffLayout, embeddings: Sequence, adapter, *, vide
             data[modality] = {f"{modality}_embeds": torch.cat([torch.as_tensor(e) for _, e in picked], dim=0),
                               f"{modality}_grid_thw": torch.tensor([list(i.grid_thw) for i, _ in picked])}
     if "video" in data:
-        data["video"]["timestamps"] = video_timestamps(layout, adapter, video_metadata, request_id)
+        data["video"]["timestamps"] = video_timestamps(layout, adapter, video_metadata, request_id, limits=limits)
     return EmbedsRequest(raw, data, layout)

@@ -22,15 +22,17 @@ from ..layout.tokens import check_token_ids
 
 
 @typed_failures("prompt_token_ids")
-def check_expansion(prompt_token_ids, carried, adapter, *, embeddings=None, request_id=None) -> HandoffLayout:
-    """vLLM's expanded ids equal the carried layout's (a layout or its wire form); returns the layout."""
-    layout = accept_layout(carried, adapter, embeddings=embeddings, request_id=request_id)
+def check_expansion(prompt_token_ids, carried, adapter, *, embeddings=None, limits=None,
+                    request_id=None) -> HandoffLayout:
+    """vLLM's expanded ids equal the carried layout's (a layout or its wire form); returns the layout.
+    ``limits``: this request's bounds (:class:`~mm_handoff.reading.Limits`; None: the process default)."""
+    layout = accept_layout(carried, adapter, embeddings=embeddings, limits=limits, request_id=request_id)
     check_token_ids(layout.token_ids, prompt_token_ids, request_id=request_id,
-                    field="prompt_token_ids after vLLM's expansion")
+                    field="prompt_token_ids after vLLM's expansion", limits=limits)
     return layout
 
 
-def check_output(output, carried, adapter, *, embeddings=None) -> HandoffLayout:
+def check_output(output, carried, adapter, *, embeddings=None, limits=None) -> HandoffLayout:
     """:func:`check_expansion` on a vLLM ``RequestOutput`` (its ``prompt_token_ids`` and ``request_id``);
     ``embeddings``: the tensors (or shapes) sent per item, to check their rows and width too. An output
     without either is a typed error naming the field."""
@@ -41,15 +43,16 @@ def check_output(output, carried, adapter, *, embeddings=None) -> HandoffLayout:
         except Exception as exc:  # not a RequestOutput, or one whose attribute fails when read
             raise HandoffError(f"output.{name}", "a vLLM RequestOutput", type(output).__name__,
                                request_id=fields.get("request_id")) from exc
-    return check_expansion(fields["prompt_token_ids"], carried, adapter, embeddings=embeddings,
+    return check_expansion(fields["prompt_token_ids"], carried, adapter, embeddings=embeddings, limits=limits,
                            request_id=fields["request_id"])
 
 
 @typed_failures("prompt_token_ids")
-def check_raw_prompt(prompt_token_ids, adapter, *, images: int, videos: int,
+def check_raw_prompt(prompt_token_ids, adapter, *, images: int, videos: int, limits=None,
                      request_id: object | None = None) -> None:
     """One ``<|image_pad|>`` per image and one ``<|video_pad|>`` per video before vLLM expands them."""
     check_placeholders(prompt_token_ids, typed_adapter(adapter, request_id=request_id).spec, images=images,
-                       videos=videos, field="prompt_token_ids before vLLM's expansion", request_id=request_id,
+                       videos=videos, field="prompt_token_ids before vLLM's expansion", limits=limits,
+                       request_id=request_id,
                        hint="the prompt was already expanded: pass the raw prompt (mm_handoff.vllm.embeds_request "
                             "builds it)")

@@ -25,17 +25,20 @@ class MinimalAdapter(Adapter):
     deepstack_levels = 0
     hidden_size = 8
 
-    def derive_layout(self, token_ids, *, image_grid_thw=None, video_grid_thw=None, mrope=True, request_id=None):
+    def derive_layout(self, token_ids, *, image_grid_thw=None, video_grid_thw=None, mrope=True, limits=None,
+                      request_id=None):
         return derive_layout(token_ids, SPEC, image_grid_thw=image_grid_thw, video_grid_thw=video_grid_thw,
                              family=self.family, convention=self.convention, mrope=mrope,
-                             tokenizer_digest=self.tokenizer_digest, request_id=request_id)
+                             tokenizer_digest=self.tokenizer_digest, limits=limits, request_id=request_id)
 
     def rebuild_token_ids(self, prompt_token_ids, *, image_grid_thw=None, video_grid_thw=None,
-                          video_metadata=None, request_id=None):
-        return self.stock_token_ids(prompt_token_ids, image_grid_thw=image_grid_thw)
+                          video_metadata=None, limits=None, request_id=None):
+        return self.stock_token_ids(prompt_token_ids, image_grid_thw=image_grid_thw, limits=limits)
 
-    def mrope_positions(self, token_ids, *, image_grid_thw=None, video_grid_thw=None, request_id=None):
-        return mrope_positions(token_ids, SPEC, image_grid_thw=image_grid_thw, video_grid_thw=video_grid_thw)
+    def mrope_positions(self, token_ids, *, image_grid_thw=None, video_grid_thw=None, limits=None,
+                        request_id=None):
+        return mrope_positions(token_ids, SPEC, image_grid_thw=image_grid_thw, video_grid_thw=video_grid_thw,
+                               limits=limits)
 
 
 def documented_factory(*, tokenizer=None, config=None):  # the signature the registry documents

@@ -11,10 +11,10 @@ from unittest import mock
 import numpy as np
 import pytest
 
-from mm_handoff import HandoffError, accept_layout
+from mm_handoff import HandoffError, accept_layout, errors
 from mm_handoff.adapters import Qwen3VLAdapter
 from mm_handoff.adapters.base import ENTRY_METHODS
-from mm_handoff.errors import AdapterError
+from mm_handoff.errors import AdapterError, LayoutError, TokenMismatchError
 from mm_handoff.glue.policy import Policy
 from mm_handoff.sglang._checks import check_derived
 from mm_handoff.trtllm._encoder import build_carried
@@ -123,15 +123,20 @@ class _Output:
     mrope_positions, mrope_position_delta = Qwen3VLAdapter().mrope_positions(IDS, image_grid_thw=GRID)
 
 
-CALLS = {
-    "accept_layout": lambda a: accept_layout(LAYOUT.to_wire(), a, embedding_shapes=[(4, 16384)],
-                                             prompt_token_ids=[1, SPEC.vision_start, SPEC.image_pad,
-                                                               SPEC.vision_end, 2], request_id="r1"),
-    "vllm check_raw_prompt": lambda a: check_raw_prompt(IDS[:3], a, images=1, videos=0, request_id="r1"),
-    "sglang check_derived": lambda a: check_derived(_Output(), a, img_grid_thw=GRID, request_id="r1"),
-    "trtllm build_carried": lambda a: build_carried(a, IDS, {"image_grid_thw": GRID}, {}, policy=Policy("raise"),
-                                                    request_id="r1"),
-}
+def _calls(rid):
+    """Every engine's entry to an adapter, for request ``rid``."""
+    return {
+        "accept_layout": lambda a: accept_layout(LAYOUT.to_wire(), a, embedding_shapes=[(4, 16384)],
+                                                 prompt_token_ids=[1, SPEC.vision_start, SPEC.image_pad,
+                                                                   SPEC.vision_end, 2], request_id=rid),
+        "vllm check_raw_prompt": lambda a: check_raw_prompt(IDS[:3], a, images=1, videos=0, request_id=rid),
+        "sglang check_derived": lambda a: check_derived(_Output(), a, img_grid_thw=GRID, request_id=rid),
+        "trtllm build_carried": lambda a: build_carried(a, IDS, {"image_grid_thw": GRID}, {},
+                                                        policy=Policy("raise"), request_id=rid),
+    }
+
+
+CALLS = _calls("r1")
 
 
 def _planted(exc) -> bool:
@@ -197,3 +202,71 @@ def test_protocol_attributes_are_read_as_their_types():
             accept_layout(LAYOUT.to_wire(), adapter, embedding_shapes=[(4, 7)], request_id="r1")
         read_first = ("adapter.tokenizer_digest",) if name == "spec" else ()  # a digest of the spec is read first
         assert info.value.field in (f"adapter.{name}", *read_first) and info.value.request_id == "r1", info.value.field
+
+
+ERRORS = [cls for cls in vars(errors).values()
+          if isinstance(cls, type) and issubclass(cls, HandoffError)]
+
+
+def _prebuilt(cls):
+    """One instance of ``cls``, made once (an adapter's module-level error, say)."""
+    if cls is TokenMismatchError:
+        return cls("token_ids", 1, 2, index=3)
+    return cls("adapter's own check", "what it wanted", "what it got")
+
+
+@pytest.mark.parametrize("cls", ERRORS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("member", METHODS + ATTRIBUTES)
+@pytest.mark.parametrize("call", CALLS)
+def test_one_error_instance_raised_for_two_requests_names_each(call, member, cls):
+    """An adapter that raises one prebuilt error for every request: each request's error names that request
+    (the instance named the first request once it had been raised for it)."""
+    shared = _prebuilt(cls)
+
+    def fail(*args, **kwargs):
+        raise shared
+
+    adapter = _made(type("Shared", (Qwen3VLAdapter,), {member: property(fail) if member in ATTRIBUTES else fail}),
+                    member)
+    seen = []
+    for rid in ("r1", "r2", "r1"):
+        try:
+            _calls(rid)[call](adapter)
+        except HandoffError as exc:
+            seen.append(exc)
+            assert exc.request_id == rid and f"request '{rid}'" in str(exc), (rid, exc.request_id)
+            assert type(exc) is cls and (exc.field, exc.expected, exc.actual) == (shared.field, shared.expected,
+                                                                                 shared.actual)
+        else:  # this call does not reach the member: the sound adapter's answer
+            assert not seen
+            return
+    assert seen[0].request_id == "r1"  # the earlier error still names its own request
+
+
+@pytest.mark.parametrize("cls", ERRORS, ids=lambda c: c.__name__)
+def test_with_request_copies_an_error_naming_another_request(cls):
+    """The copy keeps the class, the values, the message, the cause and the traceback; only the request differs."""
+    try:
+        try:
+            raise KeyError("underneath")
+        except KeyError as cause:
+            raise _prebuilt(cls).with_request("first") from cause
+    except HandoffError as exc:
+        original = exc
+    same = original.with_request("first")
+    other = original.with_request("second")
+    assert same is original and original.request_id == "first"
+    assert other is not original and type(other) is cls and other.request_id == "second"
+    assert str(other) == str(original).replace("request 'first'", "request 'second'")
+    assert isinstance(other.__cause__, KeyError) and other.__traceback__ is original.__traceback__
+    assert original.with_request(None) is original
+
+
+def test_with_request_copies_a_subclass_whatever_its_init():
+    class Adapters(LayoutError):  # an adapter's own error, its constructor unlike the base's
+        def __init__(self, what):
+            super().__init__("adapter.check", what, None)
+
+    named = Adapters("x").with_request("a")
+    other = named.with_request("b")
+    assert type(other) is Adapters and other.expected == "x" and other.request_id == "b"

@@ -150,6 +150,116 @@ def test_frame_lists_are_bounded_per_request_not_only_per_video(videos):
     assert mm_handoff.validate(layout, QWEN, video_metadata=honest)
 
 
+# ------------------------------------------------------- the caller's limits, at every engine's entry
+def _sglang_output(layout):
+    """SGLang's ``MultimodalProcessorOutput`` for ``layout``, as its own processor builds it."""
+    from mm_handoff.sglang import engine_inputs
+
+    inputs = engine_inputs(layout, QWEN)
+    item = type("Item", (), {})
+    items = []
+    for modality, span in inputs.runs:
+        items.append(item())
+        items[-1].modality, items[-1].offsets = modality, [span]
+    return type("Output", (), {"input_ids": inputs.input_ids, "mm_items": items,
+                               "mrope_positions": inputs.mrope_positions,
+                               "mrope_position_delta": inputs.mrope_position_delta})()
+
+
+def _engine_entries():
+    """``name: (call(limits), tight limits, the field they refuse)``: one sound video request per entry."""
+    import torch
+
+    from mm_handoff import sglang, vllm
+
+    raw, grid, meta, expanded = _video_prompt(frames=4)
+    layout = QWEN.derive_layout(expanded, video_grid_thw=grid)
+    n = len(expanded)
+    rows = [torch.zeros(layout.num_pads, QWEN.handle_row_width)]
+    output = _sglang_output(layout)
+    request = type("RequestOutput", (), {"request_id": "r", "prompt_token_ids": expanded.tolist()})()
+    short, few_frames, few_groups = Limits(max_prompt_len=n - 1), Limits(max_frames=3), Limits(max_runs=1)
+    return {
+        "vllm.check_expansion": (lambda lim: vllm.check_expansion(expanded, layout.to_wire(), QWEN, limits=lim),
+                                 short, ""),
+        "vllm.check_output": (lambda lim: vllm.check_output(request, layout.to_wire(), QWEN, limits=lim), short, ""),
+        "vllm.check_raw_prompt": (lambda lim: vllm.check_raw_prompt(expanded[:n], QWEN, images=0, videos=1,
+                                                                    limits=lim) if lim is short else
+                                  vllm.check_raw_prompt(raw, QWEN, images=0, videos=1, limits=lim), short,
+                                  "prompt_token_ids"),
+        "vllm.embeds_request": (lambda lim: vllm.embeds_request(layout, rows, QWEN, video_metadata=meta, limits=lim),
+                                few_frames, "video_metadata"),
+        "sglang.epd_inputs": (lambda lim: sglang.epd_inputs(layout, rows, QWEN, video_metadata=meta, limits=lim),
+                              few_frames, "video_metadata"),
+        "sglang.check_mm_output": (lambda lim: sglang.check_mm_output(output, layout.to_wire(), QWEN,
+                                                                      video_grid_thw=grid, limits=lim), short, ""),
+        "sglang.check_derived": (lambda lim: sglang.check_derived(output, QWEN, video_grid_thw=torch.tensor(grid),
+                                                                  limits=lim), short, "input_ids"),
+        "sglang.check_stamped": (lambda lim: sglang.check_stamped("qwen3_vl", torch.tensor(grid), [[0.5, 1.5]],
+                                                                  limits=lim), few_groups, "video_grid_thw"),
+    }
+
+
+@pytest.mark.parametrize("entry", ["vllm.check_expansion", "vllm.check_output", "vllm.check_raw_prompt",
+                                   "vllm.embeds_request", "sglang.epd_inputs", "sglang.check_mm_output",
+                                   "sglang.check_derived", "sglang.check_stamped"])
+def test_every_engine_entry_bounds_by_the_callers_limits(entry):
+    """The same sound request passes with the default limits and is refused, naming the field, under a
+    caller's tighter ones (so the entry reads what it is given with the caller's bounds, not the process's)."""
+    call, tight, field = _engine_entries()[entry]
+    call(None)
+    call(Limits())
+    refused(lambda: call(tight), field=field)
+
+
+def test_engine_video_metadata_is_bounded_over_the_request_before_it_is_read():
+    """One frame list far over the limits, shared by the request's videos: counted, then refused, at the
+    vLLM and SGLang carriers as at the accept step."""
+    import torch
+
+    from mm_handoff import sglang, vllm
+
+    _, grid, _, expanded = _video_prompt(frames=4)
+    layout = QWEN.derive_layout(expanded, video_grid_thw=grid)
+    rows = [torch.zeros(layout.num_pads, QWEN.handle_row_width)]
+    huge = [{"fps": 2.0, "frames_indices": np.broadcast_to(np.int64(0), (1 << 30,))}]
+    refused(lambda: vllm.embeds_request(layout, rows, QWEN, video_metadata=huge), field="video_metadata[0]")
+    refused(lambda: sglang.epd_inputs(layout, rows, QWEN, video_metadata=huge), field="video_metadata[0]")
+    refused(lambda: vllm.embeds_request(layout, rows, QWEN, video_metadata=iter(huge)), field="video_metadata")
+    # many videos sharing one list, each list within the bound: counted over the request first
+    videos = 64
+    raw = [100] + [S.vision_start, S.video_pad, S.vision_end] * videos
+    honest = [{"fps": 2.0, "frames_indices": [0, 1]}] * videos
+    grids = [[1, 4, 4]] * videos
+    layout = QWEN.derive_layout(QWEN.rebuild_token_ids(raw, video_grid_thw=grids, video_metadata=honest),
+                                video_grid_thw=grids)
+    rows = [torch.zeros(item.embedding_length, QWEN.handle_row_width) for item in layout.items]
+    shared = [{"fps": 2.0, "frames_indices": list(range(1 << 15))}] * videos
+    for entry in (vllm.embeds_request, sglang.epd_inputs):
+        entry(layout, rows, QWEN, video_metadata=honest)
+        refused(lambda entry=entry: entry(layout, rows, QWEN, video_metadata=shared),
+                field="video_metadata[1].frames_indices")
+
+
+def test_a_grid_array_of_another_shape_is_refused_before_it_is_read():
+    refused(lambda: QWEN.derive_layout([1, 2], video_grid_thw=np.broadcast_to(np.int64(2), (1, 1 << 28))),
+            field="video_grid_thw")
+
+
+def test_frame_limits_above_the_default_admit_a_longer_video():
+    """``limits.max_frames`` is the one bound on frame lists: a caller who raises it gets a longer video."""
+    frames = (1 << 15) + 2
+    raw = [100, S.vision_start, S.video_pad, S.vision_end, 101]
+    meta = [{"fps": 2.0, "frames_indices": list(range(frames))}]
+    grid = [[2, 2, 2]]  # (the metadata may list more frames than the grid's groups take)
+    refused(lambda: QWEN.rebuild_token_ids(raw, video_grid_thw=grid, video_metadata=meta),
+            field="video_metadata[0].frames_indices")
+    roomy = Limits(max_frames=1 << 16)
+    ids = QWEN.rebuild_token_ids(raw, video_grid_thw=grid, video_metadata=meta, limits=roomy)
+    layout = QWEN.derive_layout(ids, video_grid_thw=grid, mrope=False, limits=roomy)
+    assert mm_handoff.validate(layout, QWEN, video_metadata=meta, limits=roomy)
+
+
 # ------------------------------------------------------------------------------- untyped escapes
 class _Hostile:
     """Every attribute read, length, iteration, index and conversion raises something untyped."""
