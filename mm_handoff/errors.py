@@ -120,22 +120,26 @@ class HandoffError(ValueError):
         self.hint = hint
 
     def with_request(self, request_id: Any) -> HandoffError:
-        """The error to raise for ``request_id``: this one, naming the request when it named none yet; a copy
-        naming ``request_id`` when it already names another request (one instance raised for two requests, an
-        adapter's prebuilt error, say: the second must not be reported as the first). Use it as
-        ``raise exc.with_request(request_id)``.
+        """The error to raise for ``request_id``: a copy naming it, chained and with the traceback of this one,
+        which is left as it is (an instance raised for several requests, an adapter's prebuilt error, say,
+        names each of them, and none of them afterwards); this one when it names that request already or
+        ``request_id`` is None. Use it as ``raise exc.with_request(request_id)``.
         """
-        if request_id is None or self.request_id is request_id:
+        if request_id is None or _same_request(self.request_id, request_id):
             return self
-        if self.request_id is None:
-            self.request_id = request_id
+        try:
+            copy = _restored(type(self), self.args, _state_of(self))
+        except Exception:  # a subclass that cannot be rebuilt without its own constructor: named as it is
             return self
-        copy = type(self).__new__(type(self), *self.args)  # no __init__: a subclass may take other arguments
-        copy.__dict__.update(self.__dict__)
         copy.request_id = request_id
         copy.__cause__ = self.__cause__
-        copy.__suppress_context__ = True  # the original, naming the other request, is not this one's context
+        copy.__suppress_context__ = True  # the original is not this request's context
         return copy.with_traceback(self.__traceback__)
+
+    def __reduce__(self):
+        """Pickled with its values and request (a worker's error crosses processes), whatever the subclass's
+        constructor takes."""
+        return _restored, (type(self), self.args, _state_of(self))
 
     def __repr__(self) -> str:
         """Printable whatever the values hold (a logger's ``%r`` must not fail on an adapter whose repr recurses)."""
@@ -147,6 +151,32 @@ class HandoffError(ValueError):
         if self.hint:
             text += f" ({_short_text(self.hint)})"
         return _cut(text, MAX_MESSAGE_CHARS)
+
+
+def _same_request(a: Any, b: Any) -> bool:
+    """Whether two request ids name one request: the same object, or equal plain strings or ints (an id's
+    own ``__eq__`` is never called)."""
+    return a is b or (type(a) is type(b) and type(a) in (str, int) and a == b)
+
+
+def _state_of(exc: BaseException) -> dict:
+    """An exception's attributes, its slots included, each list (``__notes__``) copied."""
+    state = dict(getattr(exc, "__dict__", {}))
+    for cls in type(exc).__mro__:
+        for name in cls.__dict__.get("__slots__", ()):
+            if name not in ("__dict__", "__weakref__") and hasattr(exc, name):
+                state[name] = getattr(exc, name)
+    return {k: list(v) if type(v) is list else v for k, v in state.items()}
+
+
+def _restored(cls: type, args: tuple, state: dict) -> BaseException:
+    """An instance of ``cls`` with ``args`` and ``state``, made without the subclass's ``__new__`` or
+    ``__init__`` (which may take other arguments than its ``args``)."""
+    exc = BaseException.__new__(cls, *args)
+    exc.args = args
+    for name, value in state.items():
+        object.__setattr__(exc, name, value)
+    return exc
 
 
 class LayoutError(HandoffError):

@@ -6,6 +6,7 @@ error that names the member and the request, or in the answer a sound adapter gi
 from __future__ import annotations
 
 import functools
+import pickle
 from unittest import mock
 
 import numpy as np
@@ -13,8 +14,8 @@ import pytest
 
 from mm_handoff import HandoffError, accept_layout, errors
 from mm_handoff.adapters import Qwen3VLAdapter
-from mm_handoff.adapters.base import ENTRY_METHODS
-from mm_handoff.errors import AdapterError, LayoutError, TokenMismatchError
+from mm_handoff.adapters.base import ENTRY_METHODS, typed_adapter
+from mm_handoff.errors import AdapterError, GridMismatchError, LayoutError, TokenMismatchError
 from mm_handoff.glue.policy import Policy
 from mm_handoff.sglang._checks import check_derived
 from mm_handoff.trtllm._encoder import build_carried
@@ -262,11 +263,54 @@ def test_with_request_copies_an_error_naming_another_request(cls):
     assert original.with_request(None) is original
 
 
-def test_with_request_copies_a_subclass_whatever_its_init():
-    class Adapters(LayoutError):  # an adapter's own error, its constructor unlike the base's
-        def __init__(self, what):
-            super().__init__("adapter.check", what, None)
+class _OwnInit(LayoutError):  # an adapter's own errors: constructors unlike the base's
+    def __init__(self, what):
+        super().__init__("adapter.check", what, None)
 
-    named = Adapters("x").with_request("a")
-    other = named.with_request("b")
-    assert type(other) is Adapters and other.expected == "x" and other.request_id == "b"
+
+class _OwnNew(LayoutError):
+    def __new__(cls, field, *args, code, **kwargs):
+        return super().__new__(cls, field, *args)
+
+    def __init__(self, field, *, code, request_id=None):
+        super().__init__(field, "x", "y", request_id=request_id)
+        self.code = code
+
+
+class _Slots(LayoutError):
+    __slots__ = ("code",)
+
+    def __init__(self, field, code):
+        super().__init__(field, "x", "y")
+        self.code = code
+
+
+@pytest.mark.parametrize("make", [lambda: _OwnInit("x"), lambda: _OwnNew("f", code=7), lambda: _Slots("f", 7),
+                                  lambda: TokenMismatchError("ids", 1, 2, index=3, hint="h")])
+def test_with_request_copies_and_pickles_a_subclass_whatever_its_constructor(make):
+    """A copy (and a pickled error: a worker's crosses processes) keeps the class and every value, slots and
+    notes included, whatever the subclass's constructor takes; the notes are the copy's own."""
+    original = make()
+    original.add_note("seen")
+    for other in (original.with_request("b"), pickle.loads(pickle.dumps(original.with_request("b")))):
+        assert type(other) is type(original) and other.request_id == "b" and other.args == original.args
+        assert (other.field, other.expected, other.actual, other.hint) == \
+            (original.field, original.expected, original.actual, original.hint)
+        assert getattr(other, "code", None) == getattr(original, "code", None)
+        assert getattr(other, "index", None) == getattr(original, "index", None)
+        other.add_note("the copy's")
+        assert original.__notes__ == ["seen"] and original.request_id is None
+
+
+def test_a_prebuilt_error_is_never_changed_by_the_requests_it_is_raised_for():
+    prebuilt = GridMismatchError("image_grid_thw", "grids", "none")
+
+    def fail(self, *args, **kwargs):
+        raise prebuilt
+
+    adapter = _made(type("Prebuilt", (Qwen3VLAdapter,), {"derive_layout": fail}), "derive_layout")
+    for rid in ("A", None, "B"):
+        with pytest.raises(GridMismatchError) as info:
+            typed_adapter(adapter, request_id=rid).derive_layout(IDS, image_grid_thw=GRID, request_id=rid)
+        assert info.value.request_id == rid
+    assert prebuilt.request_id is None
