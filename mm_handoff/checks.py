@@ -289,7 +289,7 @@ def _check_mrope_values(layout: HandoffLayout, adapter, side: SideFacts) -> None
     if not held:
         return
     own, _ = adapter.mrope_positions(layout.token_ids, image_grid_thw=_grids_of(layout, IMAGE),
-                                     video_grid_thw=_grids_of(layout, VIDEO), request_id=rid)
+                                     video_grid_thw=_grids_of(layout, VIDEO), limits=side.limits, request_id=rid)
     for field, values in held:
         if not np.array_equal(own, values):
             bad = np.argwhere(np.asarray(own) != values)[0] if own.shape == values.shape else None
@@ -314,7 +314,7 @@ def _check_delta(layout: HandoffLayout, adapter, side: SideFacts) -> None:
     """A carried mRoPE delta is what the adapter computes from the ids and the layout's grids."""
     if layout.mrope_position_delta is None:
         return
-    own = adapter.layout_mrope_delta(layout, request_id=side.request_id)
+    own = adapter.layout_mrope_delta(layout, limits=side.limits, request_id=side.request_id)
     if type(own) is not int and not isinstance(own, np.integer):
         raise AdapterError("adapter.layout_mrope_delta", "an int", type(own).__name__, request_id=side.request_id)
     if own != layout.mrope_position_delta:

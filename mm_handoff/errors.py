@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import itertools
 import reprlib
-from typing import Any
+from typing import Any, cast
 
 #: the longest a value prints in a message, and the longest a message prints; the values themselves
 #: stay whole on the exception's attributes
@@ -128,7 +128,7 @@ class HandoffError(ValueError):
         if request_id is None or _same_request(self.request_id, request_id):
             return self
         try:
-            copy = _restored(type(self), self.args, _state_of(self))
+            copy = cast(HandoffError, _restored(type(self), self.args, _state_of(self)))
         except Exception:  # a subclass that cannot be rebuilt without its own constructor: named as it is
             return self
         copy.request_id = request_id
@@ -172,7 +172,7 @@ def _state_of(exc: BaseException) -> dict:
 def _restored(cls: type, args: tuple, state: dict) -> BaseException:
     """An instance of ``cls`` with ``args`` and ``state``, made without the subclass's ``__new__`` or
     ``__init__`` (which may take other arguments than its ``args``)."""
-    exc = BaseException.__new__(cls, *args)
+    exc: BaseException = BaseException.__new__(cls, *args)
     exc.args = args
     for name, value in state.items():
         object.__setattr__(exc, name, value)

@@ -198,11 +198,8 @@ _NO_LIMITS = {
     "mm_handoff.checks.check_mrope_slice": "reads a shape and an int, nothing it would convert",
     "mm_handoff.checks.check_skew": "compares a layout's names with this side's",
     "mm_handoff.errors.HandoffError.with_request": "names a request on an error",
-    "mm_handoff.adapters.base.Adapter.layout_mrope_delta": "an accepted layout (bounded when it was made)",
-    "mm_handoff.adapters.qwen_layout.QwenLayoutAdapter.layout_mrope_delta": "an accepted layout",
     "mm_handoff.adapters.base.Adapter.check_prompt": "an accepted layout; the prompt is bounded by its length",
     "mm_handoff.adapters.base.Adapter.expansion_span": "an accepted layout and an item index",
-    "mm_handoff.sglang._checks.engine_inputs": "an accepted layout",
     "mm_handoff.sglang._hooks.output_from_layout": "an accepted layout; embedding shapes only",
 }
 

@@ -222,12 +222,12 @@ class Adapter(metaclass=_TypedClass):
         return int(self.mrope_positions(token_ids, image_grid_thw=image_grid_thw, video_grid_thw=video_grid_thw,
                                         limits=limits, request_id=request_id)[1])
 
-    def layout_mrope_delta(self, layout: HandoffLayout, *, request_id=None) -> int:
+    def layout_mrope_delta(self, layout: HandoffLayout, *, limits=None, request_id=None) -> int:
         """:meth:`mrope_delta` of a checked layout's ids and grids (what the accept step compares a
         carried delta with); families override it with a computation from the runs alone."""
         grids = {m: [i.grid_thw for i in layout.items if i.modality == m] for m in ("image", "video")}
         return self.mrope_delta(layout.token_ids, image_grid_thw=grids["image"], video_grid_thw=grids["video"],
-                                request_id=request_id)
+                                limits=limits, request_id=request_id)
 
     def check_prompt(self, layout: HandoffLayout, prompt_token_ids, *, request_id=None) -> None:
         """Raise unless the un-expanded ``prompt_token_ids``, re-expanded with ``layout``'s items, is

@@ -192,8 +192,8 @@ class QwenLayoutAdapter(Adapter):
         return mrope_positions(token_ids, self.spec, image_grid_thw=image_grid_thw, video_grid_thw=video_grid_thw,
                                limits=limits, request_id=request_id)
 
-    def layout_mrope_delta(self, layout: HandoffLayout, *, request_id=None) -> int:
-        return layout_delta(layout, request_id=request_id)
+    def layout_mrope_delta(self, layout: HandoffLayout, *, limits=None, request_id=None) -> int:
+        return layout_delta(layout, limits=limits, request_id=request_id)
 
     def mrope_delta(self, token_ids, *, image_grid_thw=None, video_grid_thw=None, limits=None,
                     request_id=None) -> int:

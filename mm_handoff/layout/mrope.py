@@ -154,7 +154,7 @@ def mrope_delta(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_grid_t
     return _peak(*plan) + 1 - n if n else 0
 
 
-def layout_delta(layout, *, request_id=None) -> int:
+def layout_delta(layout, *, limits=None, request_id=None) -> int:
     """:func:`mrope_delta` of a layout from its runs and grids alone, O(runs) instead of a pass over
     the ids: a checked layout's runs are exactly the pad segments ``get_rope_index`` walks, unless two
     runs of one modality touch (then they would be one segment, and the ids decide, as above)."""
@@ -169,7 +169,7 @@ def layout_delta(layout, *, request_id=None) -> int:
     kind = np.repeat(np.fromiter((i.modality == VIDEO for i in items), dtype=bool, count=len(items)), counts)
     ends = off + ln
     if bool(((ends[:-1] == off[1:]) & (kind[:-1] == kind[1:])).any()):
-        return mrope_delta(layout.token_ids, layout.spec, request_id=request_id,
+        return mrope_delta(layout.token_ids, layout.spec, limits=limits, request_id=request_id,
                            image_grid_thw=[i.grid_thw for i in items if i.modality != VIDEO],
                            video_grid_thw=[i.grid_thw for i in items if i.modality == VIDEO])
     gt, lh, lw = grids[:, 0], grids[:, 1] // m, grids[:, 2] // m

@@ -94,12 +94,13 @@ class EngineInputs:
 
 
 @typed_failures("layout")
-def engine_inputs(layout: HandoffLayout, adapter, *, request_id=None) -> EngineInputs:
-    """The layout's ids, pad runs (SGLang's item offsets) and mRoPE ids, computed by this side's adapter."""
+def engine_inputs(layout: HandoffLayout, adapter, *, limits=None, request_id=None) -> EngineInputs:
+    """The layout's ids, pad runs (SGLang's item offsets) and mRoPE ids, computed by this side's adapter
+    (with the bounds the layout was accepted under, ``limits``)."""
     images = [list(i.grid_thw) for i in layout.items if i.modality == IMAGE] or None
     videos = [list(i.grid_thw) for i in layout.items if i.modality == VIDEO] or None
     positions, delta = typed_adapter(adapter, request_id=request_id).mrope_positions(
-        layout.token_ids, image_grid_thw=images, video_grid_thw=videos, request_id=request_id)
+        layout.token_ids, image_grid_thw=images, video_grid_thw=videos, limits=limits, request_id=request_id)
     runs = [(m, (s, e - 1)) for m, s, e in _layout_runs(layout)]
     return EngineInputs(layout.token_id_list(), runs, np.asarray(positions), int(delta))
 
@@ -198,7 +199,7 @@ def check_mm_output(output, carried: Any, adapter, *, embeddings=None, img_grid_
                            limits=limits, request_id=request_id)
     check_embedding_rows_per_modality(layout, embeddings, request_id)
     check_token_ids(layout.token_ids, output.input_ids, request_id=request_id, field=_IDS_FIELD, limits=limits)
-    inputs = inputs or engine_inputs(layout, adapter, request_id=request_id)
+    inputs = inputs or engine_inputs(layout, adapter, limits=limits, request_id=request_id)
     _check_runs([(m, s, e + 1) for m, (s, e) in inputs.runs], output, request_id)
     _check_mrope(inputs.mrope_positions, inputs.mrope_position_delta, output, request_id)
     return layout
@@ -217,7 +218,7 @@ def check_derived(output, adapter, *, img_grid_thw=None, video_grid_thw=None, li
     ids = readonly_ids(output.input_ids, _IDS_FIELD, max_len=resolve_limits(limits).max_prompt_len)
     layout = typed.derive_layout(ids, image_grid_thw=images, video_grid_thw=videos, mrope=False, limits=limits,
                                  request_id=request_id)
-    inputs = engine_inputs(layout, adapter, request_id=request_id)
+    inputs = engine_inputs(layout, adapter, limits=limits, request_id=request_id)
     _check_runs([(m, s, e + 1) for m, (s, e) in inputs.runs], output, request_id)
     _check_mrope(inputs.mrope_positions, inputs.mrope_position_delta, output, request_id)
     return layout

@@ -153,9 +153,13 @@ def test_frame_lists_are_bounded_per_request_not_only_per_video(videos):
 # ------------------------------------------------------- the caller's limits, at every engine's entry
 def _sglang_output(layout):
     """SGLang's ``MultimodalProcessorOutput`` for ``layout``, as its own processor builds it."""
+    return _sglang_output_with(layout, None)
+
+
+def _sglang_output_with(layout, limits):
     from mm_handoff.sglang import engine_inputs
 
-    inputs = engine_inputs(layout, QWEN)
+    inputs = engine_inputs(layout, QWEN, limits=limits)
     item = type("Item", (), {})
     items = []
     for modality, span in inputs.runs:
@@ -210,6 +214,35 @@ def test_every_engine_entry_bounds_by_the_callers_limits(entry):
     call(None)
     call(Limits())
     refused(lambda: call(tight), field=field)
+
+
+def test_limits_above_the_default_admit_a_larger_request_at_every_entry():
+    """A caller's roomier limits reach every step an entry takes (the mRoPE ids and delta recomputed from
+    the accepted layout included): a request over the defaults passes with them, and is refused without."""
+    import torch
+
+    from mm_handoff import sglang, vllm
+
+    n, roomy = 1100, Limits(max_items=2048)
+    raw = [100] + [S.vision_start, S.image_pad, S.vision_end] * n
+    grids = [[1, 2, 2]] * n
+    layout = QWEN.derive_layout(QWEN.rebuild_token_ids(raw, image_grid_thw=grids, limits=roomy),
+                                image_grid_thw=grids, limits=roomy)
+    rows = [torch.zeros(1, QWEN.handle_row_width)] * n
+    output = _sglang_output_with(layout, roomy)
+    calls = {
+        "accept_layout": lambda lim: mm_handoff.accept_layout(layout.to_wire(), QWEN, limits=lim),
+        "validate (mRoPE ids held)": lambda lim: mm_handoff.validate(
+            layout, QWEN, mrope_position_ids=layout.mrope_position_ids, limits=lim),
+        "vllm.embeds_request": lambda lim: vllm.embeds_request(layout, rows, QWEN, limits=lim),
+        "sglang.check_mm_output": lambda lim: sglang.check_mm_output(output, layout.to_wire(), QWEN,
+                                                                     img_grid_thw=torch.tensor(grids), limits=lim),
+        "sglang.check_derived": lambda lim: sglang.check_derived(output, QWEN, img_grid_thw=torch.tensor(grids),
+                                                                 limits=lim),
+    }
+    for name, call in calls.items():
+        call(roomy)
+        refused(lambda call=call: call(None))
 
 
 def test_engine_video_metadata_is_bounded_over_the_request_before_it_is_read():
