@@ -62,7 +62,15 @@ from .layout.contract import HandoffLayout
 from .layout.items import IMAGE, VIDEO
 from .layout.spec import TokenSpec, normalize_grids
 from .layout.tokens import check_token_ids, readonly_ids
-from .reading import check_frame_total, embedding_shapes_of, read_count, resolve_limits, shape_of
+from .reading import (
+    check_frame_total,
+    embedding_shapes_of,
+    plain_sequence,
+    read_count,
+    resolve_limits,
+    sequence_len,
+    shape_of,
+)
 
 
 # ------------------------------------------------------------------------------------ the checks
@@ -173,10 +181,12 @@ def check_embedding_rows(layout: HandoffLayout, embedding_rows, *, request_id=No
             raise EmbeddingCountError("embedding_rows", f"{layout.num_pads} (pads in the prompt)", rows,
                                       request_id=request_id)
         return
-    if len(embedding_rows) != len(layout.items):  # before any entry is read (a broadcast view of 10**7)
+    given = len(embedding_rows) if isinstance(embedding_rows, np.ndarray) else sequence_len(embedding_rows)
+    if given != len(layout.items):  # before any entry is read (a broadcast view of 10**7)
         raise EmbeddingCountError("embedding_rows", f"{len(layout.items)} counts (one per image/video)",
-                                  len(embedding_rows), request_id=request_id)
-    rows = [as_count(r) for r in embedding_rows]
+                                  given, request_id=request_id)
+    rows = [as_count(r) for r in (embedding_rows if isinstance(embedding_rows, np.ndarray)
+                                  else plain_sequence(embedding_rows))]
     expected = layout.multimodal_embedding_lengths
     if rows != expected:
         raise EmbeddingCountError("embedding_rows", f"{expected} (pads per item)", rows, request_id=request_id)
@@ -359,8 +369,8 @@ def _check_embeddings(layout: HandoffLayout, adapter, side: SideFacts) -> None:
     if embeddings is None and embedding_shapes is None:
         return
     given = embeddings if embeddings is not None else embedding_shapes
-    if isinstance(given, (list, tuple)) and len(given) != len(layout.items):  # counted before any shape is read
-        raise EmbeddingCountError("embeddings", f"{len(layout.items)} (one per image/video)", len(given),
+    if isinstance(given, (list, tuple)) and sequence_len(given) != len(layout.items):  # before a shape is read
+        raise EmbeddingCountError("embeddings", f"{len(layout.items)} (one per image/video)", sequence_len(given),
                                   request_id=rid)
     shapes = embedding_shapes_of(given, field="embeddings" if embeddings is not None else "embedding_shapes",
                                  request_id=rid)

@@ -98,6 +98,20 @@ def plain_ints(values: Sequence, low: int, high: int) -> bool:
 _INT_ONLY = {int}
 
 
+def sequence_len(value) -> int:
+    """The length of a list or tuple as it is stored: a subclass's ``__len__`` is not called (one that
+    lies would let a bound pass that its contents break)."""
+    return list.__len__(value) if isinstance(value, list) else tuple.__len__(value)
+
+
+def plain_sequence(value):
+    """A list or tuple as the plain list or tuple of what it stores (a subclass's ``__len__``, ``__iter__``
+    and ``__getitem__`` are not called); bound it by :func:`sequence_len` first."""
+    if type(value) is list or type(value) is tuple:
+        return value
+    return list.__getitem__(value, slice(None)) if isinstance(value, list) else tuple.__getitem__(value, slice(None))
+
+
 def _plain_count(value):
     """A plain int in ``[0, 2**62]`` for ints and numpy ints (read without calling methods an int
     subclass overrides); None for anything else."""
@@ -133,7 +147,8 @@ def shape_of(value, *, field: str = "mrope_position_ids.shape", request_id=None)
         shape = getattr(value, "shape", None)
         if shape is None:
             shape = value
-        dims = tuple(shape) if isinstance(shape, (list, tuple)) and len(shape) <= 8 else None  # torch.Size: a tuple
+        dims = tuple(plain_sequence(shape)) if isinstance(shape, (list, tuple)) and sequence_len(shape) <= 8 \
+            else None  # torch.Size: a tuple
     except Exception:  # an object whose attributes or iteration fail
         dims = shape = None
     counts = None if dims is None else [_plain_count(d) for d in dims]
@@ -148,6 +163,7 @@ def embedding_shapes_of(embeddings, *, field: str = "embeddings", request_id=Non
     if not isinstance(embeddings, (list, tuple)):
         raise HandoffError(field, "a list with one embedding (or handle) per image/video",
                            type(embeddings).__name__, request_id=request_id)
+    embeddings = plain_sequence(embeddings)
     if embeddings and {*map(type, embeddings)} == _DICT_ONLY:  # handles: every tensor_size read in one pass
         sizes: list = [dict.get(e, "tensor_size") for e in embeddings]
         if {*map(type, sizes)} == _LIST_ONLY and {*map(len, sizes)} == _TWO \
@@ -240,11 +256,11 @@ def check_frame_total(video_metadata, limits: Limits | None = None, *, request_i
     limits = resolve_limits(limits)
     if not isinstance(video_metadata, (list, tuple)):
         return
-    if len(video_metadata) > limits.max_items:
+    if sequence_len(video_metadata) > limits.max_items:
         raise HandoffError("video_metadata", f"at most {limits.max_items} entries (limits.max_items)",
-                           len(video_metadata), request_id=request_id)
+                           sequence_len(video_metadata), request_id=request_id)
     total = 0
-    for j, meta in enumerate(video_metadata):
+    for j, meta in enumerate(plain_sequence(video_metadata)):
         total += _frame_count(meta, j, request_id)
         if total > limits.max_frames:
             raise HandoffError(f"video_metadata[{j}].frames_indices", f"at most {limits.max_frames} frame indices "
@@ -256,7 +272,7 @@ def _frame_count(meta, j: int, request_id) -> int:
     try:
         indices = meta.get("frames_indices") if isinstance(meta, Mapping) else getattr(meta, "frames_indices", None)
         if isinstance(indices, (list, tuple)):
-            return len(indices)
+            return sequence_len(indices)
         shape = getattr(indices, "shape", None)  # an array or tensor: its size, without reading it
         return math.prod(int(d) for d in shape) if isinstance(shape, tuple) else 0
     except Exception as exc:

@@ -34,7 +34,7 @@ from ..layout.spec import (
     strict_int,
 )
 from ..layout.tokens import read_only, readonly_ids
-from ..reading import check_frame_total, resolve_limits
+from ..reading import check_frame_total, plain_sequence, resolve_limits, sequence_len
 from .base import Adapter
 from .timestamps import MAX_SECONDS, calculate_timestamps, format_timestamp, metadata_fields
 
@@ -241,10 +241,11 @@ class QwenLayoutAdapter(Adapter):
         processor prints from the sampled frames and the source fps); the ids alone cannot tell an
         honest timestamp from a forged one, the request's metadata can."""
         videos = [(k, item) for k, item in enumerate(layout.items) if item.modality == "video"]
-        if not isinstance(video_metadata, (list, tuple)) or len(video_metadata) != len(videos):
+        if not isinstance(video_metadata, (list, tuple)) or sequence_len(video_metadata) != len(videos):
             raise HandoffError("video_metadata", f"{len(videos)} entries (one per video)",
-                               len(video_metadata) if isinstance(video_metadata, (list, tuple))
+                               sequence_len(video_metadata) if isinstance(video_metadata, (list, tuple))
                                else type(video_metadata).__name__, request_id=request_id)
+        video_metadata = plain_sequence(video_metadata)
         check_frame_total(video_metadata, limits, request_id=request_id)
         for j, ((k, item), meta) in enumerate(zip(videos, video_metadata, strict=True)):
             t = item.grid_thw[0]
@@ -293,7 +294,7 @@ class QwenLayoutAdapter(Adapter):
             raise HandoffError("video_metadata", "a list with one entry per video", type(video_metadata).__name__,
                                request_id=request_id)
         check_frame_total(video_metadata, limits, request_id=request_id)
-        metas = list(video_metadata) if video_metadata is not None else []
+        metas = list(plain_sequence(video_metadata)) if video_metadata is not None else []
         if len(metas) != n_vid:
             raise HandoffError("video_metadata", f"{n_vid} entries (one per video)", len(metas),
                                request_id=request_id)

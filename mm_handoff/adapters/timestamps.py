@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import HandoffError
-from ..reading import MAX_ID
+from ..reading import MAX_ID, plain_sequence, sequence_len
 
 #: the latest group a prompt can print: ``<9999999.9 seconds>`` (7 integer digits, what the reader reads)
 MAX_SECONDS = 9_999_999.9
@@ -59,9 +59,13 @@ def metadata_fields(metadata: Any, index: int, *, max_frames: int, request_id=No
     try:
         get = metadata.get if isinstance(metadata, Mapping) else (lambda k, d=None: getattr(metadata, k, d))
         fps, indices, total = get("fps", None), get("frames_indices", None), get("total_num_frames", None)
-        if indices is not None and not isinstance(indices, (list, tuple)) and hasattr(indices, "tolist"):
-            size = int(np.prod(getattr(indices, "shape", ()), dtype=np.int64))  # counted before it is read
-            indices = indices.tolist() if 0 < size <= max_frames else size
+        if isinstance(indices, (list, tuple)):  # what a list stores, counted before it is read
+            indices = plain_sequence(indices) if 0 < sequence_len(indices) <= max_frames else sequence_len(indices)
+        elif indices is not None and hasattr(indices, "tolist"):  # an array or tensor: its shape, counted first
+            shape = getattr(indices, "shape", None)
+            size = math.prod(int(d) for d in shape) if isinstance(shape, tuple) and len(shape) == 1 else None
+            indices = indices.tolist() if size is not None and 0 < size <= max_frames else \
+                size if size is not None else f"{type(indices).__name__} of shape {shape}"
     except Exception as exc:  # a mapping or object that fails when read
         raise HandoffError(field, "readable video metadata (fps, frames_indices)", type(exc).__name__,
                            request_id=request_id) from exc
@@ -72,10 +76,11 @@ def metadata_fields(metadata: Any, index: int, *, max_frames: int, request_id=No
         fps = float(fps) if not isinstance(fps, int) else int.__index__(fps)
     if indices is not None:
         if not isinstance(indices, (list, tuple)) or not 0 < len(indices) <= max_frames:
-            raise HandoffError(f"{field}.frames_indices", f"a list of 1 to {max_frames} frame indices "
-                               "(limits.max_frames)",
+            raise HandoffError(f"{field}.frames_indices", f"a list or 1-D array of 1 to {max_frames} frame "
+                               "indices (limits.max_frames)",
                                len(indices) if isinstance(indices, (list, tuple)) else
-                               f"{indices} indices" if type(indices) is int else type(indices).__name__,
+                               f"{indices} indices" if type(indices) is int else
+                               indices if type(indices) is str else type(indices).__name__,
                                request_id=request_id)
         if any(type(i) is not int and type(i) not in _NP_INTS for i in indices) \
                 or not all(0 <= i <= MAX_ID for i in indices):

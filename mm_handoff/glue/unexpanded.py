@@ -12,7 +12,7 @@ from ..errors import GridMismatchError, HandoffError
 from ..layout import HandoffLayout
 from ..layout.items import IMAGE
 from ..layout.spec import PAD_ONLY
-from ..reading import check_frame_total
+from ..reading import check_frame_total, plain_sequence
 
 #: the ``mm_processor_kwargs`` key that carries the encoder's layout (wire form) to the in-engine check
 LAYOUT_KWARG = "mm_handoff_layout"
@@ -53,7 +53,7 @@ def video_timestamps(layout: HandoffLayout, adapter, video_metadata, request_id,
         raise HandoffError("video_metadata", "a list with one entry per video", type(video_metadata).__name__,
                            request_id=request_id)
     check_frame_total(video_metadata, limits, request_id=request_id)
-    metas = list(video_metadata) if video_metadata is not None else [None] * len(videos)
+    metas = list(plain_sequence(video_metadata)) if video_metadata is not None else [None] * len(videos)
     if len(metas) != len(videos):
         raise HandoffError("video_metadata", f"{len(videos)} entries (one per video)", len(metas),
                            request_id=request_id)

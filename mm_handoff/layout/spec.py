@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from ..errors import GridMismatchError, LayoutError
-from ..reading import MAX_ID, as_int, plain_ints, resolve_limits, strict_int
+from ..reading import MAX_ID, as_int, plain_ints, plain_sequence, resolve_limits, sequence_len, strict_int
 
 #: transformers >= 5.10.1 replaces only ``<|video_pad|>``; the template's outer markers stay.
 PAD_ONLY = "pad_only"
@@ -192,7 +192,8 @@ def _normalize_grids(grids, field: str, merge_size: int, limits) -> list:
     if isinstance(shape, tuple) and not (len(shape) == 2 and shape[1] == 3) and 0 not in shape:
         # an array of grids is [n, 3] (or empty): anything else is refused before it is read
         raise GridMismatchError(field, "a [n, 3] array of (t, h, w) grids", f"shape {list(shape)}")
-    count = len(grids) if isinstance(grids, (list, tuple)) else shape[:1] if isinstance(shape, tuple) else None
+    count = sequence_len(grids) if isinstance(grids, (list, tuple)) else shape[:1] if isinstance(shape, tuple) \
+        else None
     count = count[0] if isinstance(count, tuple) and count else count
     if isinstance(count, int) and count > limits.max_items:  # before any conversion
         raise GridMismatchError(field, f"at most {limits.max_items} grids (limits.max_items)", count)
@@ -203,8 +204,9 @@ def _normalize_grids(grids, field: str, merge_size: int, limits) -> list:
             raise GridMismatchError(field, "a list of (t, h, w) grids", type(grids).__name__) from exc
     if not isinstance(grids, (list, tuple)):
         raise GridMismatchError(field, "a list of (t, h, w) grids", type(grids).__name__)
-    if len(grids) > limits.max_items:
-        raise GridMismatchError(field, f"at most {limits.max_items} grids (limits.max_items)", len(grids))
+    if sequence_len(grids) > limits.max_items:
+        raise GridMismatchError(field, f"at most {limits.max_items} grids (limits.max_items)", sequence_len(grids))
+    grids = plain_sequence(grids)
     m2 = merge_size * merge_size
     plain = _plain_grids(grids, merge_size, limits)
     if plain is not None:
@@ -212,12 +214,18 @@ def _normalize_grids(grids, field: str, merge_size: int, limits) -> list:
     out, groups, pads = [], 0, 0
     for k, g in enumerate(grids):
         if hasattr(g, "tolist") and not isinstance(g, (list, tuple)):
+            shape = getattr(g, "shape", None)
+            if not isinstance(shape, tuple) or tuple(shape) != (3,):  # counted before it is read
+                raise GridMismatchError(f"{field}[{k}]", "(t, h, w) integers", f"{type(g).__name__} of shape "
+                                        f"{list(shape) if isinstance(shape, tuple) else None}")
             try:
                 g = g.tolist()
             except Exception:
                 raise GridMismatchError(f"{field}[{k}]", "(t, h, w) integers", type(g).__name__) from None
-        if not isinstance(g, (list, tuple)) or len(g) != 3:
-            raise GridMismatchError(f"{field}[{k}]", "(t, h, w) integers", g)
+        if not isinstance(g, (list, tuple)) or sequence_len(g) != 3:
+            raise GridMismatchError(f"{field}[{k}]", "(t, h, w) integers",
+                                    g if not isinstance(g, (list, tuple)) else f"{sequence_len(g)} values")
+        g = plain_sequence(g)
         if plain_ints(g, 1, MAX_ID):  # three plain ints (the common case): read as they are
             t, h, w = g
         else:

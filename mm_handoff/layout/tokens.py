@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import STOCK_HINT, LayoutError, TokenMismatchError, typed_failures
-from ..reading import MAX_ID, resolve_limits
+from ..reading import MAX_ID, plain_sequence, resolve_limits, sequence_len
 
 #: the largest id an int32 holds (every vocabulary in the family fits)
 
@@ -29,6 +29,8 @@ def readonly_ids(token_ids, field: str = "token_ids", *, max_len: int | None = N
                           hint="raise the limits for longer prompts")
     if type(token_ids) is np.ndarray and token_ids.dtype == np.int32 and frozen(token_ids):
         return token_ids
+    if isinstance(token_ids, (list, tuple)):
+        token_ids = plain_sequence(token_ids)  # what a subclass stores, as counted above
     if type(token_ids) is list:
         fast = _from_int_list(token_ids)
         if fast is not None:
@@ -80,7 +82,7 @@ def _size(value):
     tensor's size); None when it cannot tell (the conversion then decides, with its typed error)."""
     try:
         if isinstance(value, (list, tuple)):
-            return len(value)
+            return sequence_len(value)
         shape = getattr(value, "shape", None)
         return math.prod(int(d) for d in shape) if isinstance(shape, tuple) else None
     except Exception:  # a shape that fails when read: the conversion names it

@@ -21,7 +21,6 @@ in ``base_processor.py``) compares embedding rows with the item offsets only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -34,7 +33,7 @@ from ..layout import HandoffLayout
 from ..layout.items import IMAGE, VIDEO
 from ..layout.spec import normalize_grids
 from ..layout.tokens import check_token_ids, readonly_ids
-from ..reading import resolve_limits, shape_of
+from ..reading import plain_sequence, resolve_limits, sequence_len, shape_of
 
 #: the model types whose ``get_mm_data`` stamps every temporal group when ``video_timestamps`` is given
 #: (SGLang 0.5.23, ``QwenVLImageProcessor.get_mm_data``); its encoder sends them for all but ``qwen4_exp``
@@ -117,15 +116,23 @@ def check_stamped(model_type: str, video_grid_thw, video_timestamps, *, merge_si
     if video_timestamps is None:
         raise GridMismatchError("video_timestamps", f"one per temporal group ({[g[0] for g in grids]})", None,
                                 request_id=request_id, hint=_FALLBACK_HINT)
-    if not isinstance(video_timestamps, (list, tuple)) or len(video_timestamps) != len(grids):  # before reading
+    if not isinstance(video_timestamps, (list, tuple)) or sequence_len(video_timestamps) != len(grids):
         raise GridMismatchError("video_timestamps", f"a list of {len(grids)} (one per video)",
-                                len(video_timestamps) if isinstance(video_timestamps, (list, tuple))
+                                sequence_len(video_timestamps) if isinstance(video_timestamps, (list, tuple))
                                 else type(video_timestamps).__name__, request_id=request_id)
-    counts = [len(s) if isinstance(s, Sequence) or hasattr(s, "__len__") else None for s in video_timestamps]
+    counts = [_count_of(s) for s in plain_sequence(video_timestamps)]
     if counts != [g[0] for g in grids]:
         raise GridMismatchError("video_timestamps", f"{[g[0] for g in grids]} (one per temporal group, per video)",
                                 counts, request_id=request_id,
                                 hint="SGLang reads one per group and ignores extras; a missing one is an IndexError")
+
+
+def _count_of(values) -> int | None:
+    """How many values a list, a tuple or a 1-D array or tensor holds, without reading them; None otherwise."""
+    if isinstance(values, (list, tuple)):
+        return sequence_len(values)
+    shape = getattr(values, "shape", None)
+    return int(shape[0]) if isinstance(shape, tuple) and len(shape) == 1 else None
 
 
 def _check_runs(expected: list, output, request_id) -> None:

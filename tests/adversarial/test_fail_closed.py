@@ -240,7 +240,7 @@ def test_limits_above_the_default_admit_a_larger_request_at_every_entry():
         "sglang.check_derived": lambda lim: sglang.check_derived(output, QWEN, img_grid_thw=torch.tensor(grids),
                                                                  limits=lim),
     }
-    for name, call in calls.items():
+    for call in calls.values():
         call(roomy)
         refused(lambda call=call: call(None))
 
@@ -277,6 +277,67 @@ def test_engine_video_metadata_is_bounded_over_the_request_before_it_is_read():
 def test_a_grid_array_of_another_shape_is_refused_before_it_is_read():
     refused(lambda: QWEN.derive_layout([1, 2], video_grid_thw=np.broadcast_to(np.int64(2), (1, 1 << 28))),
             field="video_grid_thw")
+    import torch
+
+    for grid in (np.broadcast_to(np.int64(2), (1 << 26,)), torch.zeros(1).expand(1 << 26), np.array(5)):
+        refused(lambda grid=grid: QWEN.derive_layout([1, 2], video_grid_thw=[grid]), field="video_grid_thw[0]")
+        refused(lambda grid=grid: mm_handoff.validate(QWEN.derive_layout([1, 2]), QWEN, video_grid_thw=[grid]),
+                field="video_grid_thw[0]")
+
+
+class _Lying(list):
+    """A list whose length, iteration and indexing lie: what it stores is what counts."""
+
+    def __len__(self):
+        return 1
+
+    def __iter__(self):
+        import itertools
+
+        return itertools.repeat(self._item, 1 << 40)
+
+    def __getitem__(self, index):
+        raise RuntimeError("lying getitem")
+
+
+def _lying(values, item):
+    out = _Lying(values)
+    out._item = item
+    return out
+
+
+def test_a_list_is_read_as_it_is_stored_whatever_its_len_and_iter_say():
+    """Bounds count what a list stores and the readers read that (a subclass's ``__len__``/``__iter__`` are
+    never asked): the answer is the plain list's, in bounded work, or the plain list's refusal."""
+    raw, grid, meta, expanded = _video_prompt(frames=4)
+    layout = QWEN.derive_layout(expanded, video_grid_thw=grid)
+    ids = expanded.tolist()
+    cases = [
+        (lambda x: QWEN.derive_layout(x, video_grid_thw=grid).token_id_list(), ids, 5),
+        (lambda x: QWEN.derive_layout(expanded, video_grid_thw=x).token_id_list(), [tuple(grid[0])], (1, 2, 2)),
+        (lambda x: QWEN.derive_layout(expanded, video_grid_thw=[x]).token_id_list(), list(grid[0]), 2),
+        (lambda x: QWEN.video_timestamps({"fps": 2.0, "frames_indices": x}, limits=Limits(max_frames=4)),
+         [0, 1, 2, 3], 0),
+        (lambda x: mm_handoff.validate(layout, QWEN, video_metadata=x).prompt_len, meta, meta[0]),
+        (lambda x: mm_handoff.accept_layout(layout.to_wire(), QWEN, embedding_shapes=x).prompt_len,
+         [(layout.num_pads, QWEN.handle_row_width)], (1, 1)),
+    ]
+    for call, stored, item in cases:
+        plain, plain_error = answer(lambda call=call, stored=stored: call(list(stored)))
+        lying, lying_error = answer(lambda call=call, stored=stored, item=item: call(_lying(stored, item)))
+        assert plain_error is None, plain_error
+        assert lying_error is None and lying == plain, (lying_error, lying, plain)
+    refused(lambda: QWEN.video_timestamps({"fps": 2.0, "frames_indices": _lying(range(8), 0)},
+                                          limits=Limits(max_frames=4)), field="video_metadata[0].frames_indices")
+
+
+def test_frame_indices_in_an_array_without_a_shape_are_refused_unread():
+    import array
+
+    refused(lambda: QWEN.video_timestamps({"fps": 2.0, "frames_indices": array.array("q", bytes(8 << 22))}),
+            field="video_metadata[0].frames_indices")
+
+
 
 
 def test_frame_limits_above_the_default_admit_a_longer_video():
@@ -485,14 +546,16 @@ def test_every_adapter_entry_is_typed_whatever_its_input_raises():
                  lambda: QWEN.video_timestamps(_BadMeta()),
                  lambda: QWEN.rebuild_token_ids(raw, video_grid_thw=grid, video_metadata=[_BadMeta()]),
                  lambda: QWEN.check_video_metadata(layout, [_BadMeta()]),
-                 lambda: QWEN.video_timestamps({"fps": 2.0, "frames_indices": _BadList([0, 1])}),
-                 lambda: QWEN.rebuild_token_ids(raw, video_grid_thw=grid, video_metadata=_BadList([meta[0]])),
                  lambda: QWEN.check_prompt(object(), raw),
                  lambda: QWEN.check_video_metadata(object(), meta),
                  lambda: QWEN.layout_mrope_delta(object()),
                  lambda: QWEN.expansion_span(layout, -5),
                  lambda: QWEN.expansion_span(layout, 10**30)):
         refused(call)
+    # a list whose own methods raise is read as it is stored
+    assert QWEN.video_timestamps({"fps": 2.0, "frames_indices": _BadList([0, 1])}) == [0.25]
+    assert QWEN.rebuild_token_ids(raw, video_grid_thw=grid, video_metadata=_BadList([meta[0]])).tolist() == \
+        expanded.tolist()
 
 
 def test_limits_are_bounded_above_too():

@@ -226,7 +226,8 @@ def test_encoder_ships_the_grids_when_the_layout_does_not_derive(caplog, policy,
     if policy == "raise":
         with pytest.raises(HandoffError) as info:
             call()
-        assert info.value is error and info.value.request_id == "e1"
+        assert info.value.args == error.args and info.value.request_id == "e1"
+        assert error.request_id is None  # the adapter's own error is left as it was
         return
     with caplog.at_level(logging.INFO, logger="mm_handoff.trtllm"):
         stamp = call()
