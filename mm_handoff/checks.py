@@ -90,13 +90,17 @@ def check_placeholders(prompt_token_ids, spec: TokenSpec, *, images: int, videos
                        field: str = "prompt_token_ids before expansion", hint: str | None = None,
                        request_id=None, limits=None) -> None:
     """Before an engine expands a prompt: one ``<|image_pad|>`` per image and one ``<|video_pad|>`` per
-    video (a prompt that was already expanded fails at its first surplus pad)."""
+    video, exactly (a prompt that was already expanded fails at its first surplus pad; one that lacks a
+    placeholder, by the count)."""
     images = read_count(images, "images", request_id, HandoffError)
     videos = read_count(videos, "videos", request_id, HandoffError)
     raw = readonly_ids(prompt_token_ids, "prompt_token_ids", max_len=resolve_limits(limits).max_prompt_len)
     for name, pad, count in (("<|image_pad|>", spec.image_pad, images), ("<|video_pad|>", spec.video_pad, videos)):
         places = np.flatnonzero(raw == pad)
-        if len(places) <= count:
+        if len(places) < count:
+            raise GridMismatchError(field, f"{count} {name} (one per item)", f"{len(places)} {name}",
+                                    request_id=request_id, hint="the prompt lacks an item's placeholder")
+        if len(places) == count:
             continue
         index = int(places[count])
         lo = max(0, index - 3)

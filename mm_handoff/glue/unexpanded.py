@@ -8,7 +8,7 @@ import numpy as np
 
 from ..adapters.base import typed_adapter
 from ..adapters.timestamps import format_timestamp
-from ..errors import GridMismatchError, HandoffError
+from ..errors import EmbeddingCountError, GridMismatchError, HandoffError
 from ..layout import HandoffLayout
 from ..layout.items import IMAGE
 from ..layout.spec import PAD_ONLY
@@ -40,6 +40,25 @@ def raw_prompt_ids(layout: HandoffLayout) -> np.ndarray:
     parts.append(ids[cursor:])
     out = np.concatenate(parts).astype(np.int32, copy=False)
     out.flags.writeable = False
+    return out
+
+
+def embedding_tensors(embeddings, request_id) -> list:
+    """The accepted embeddings (one per item, their shapes checked) as torch tensors of floats: a tensor as
+    it is, an array of floats as a tensor over it; anything else (a shape, a handle, an array of objects or
+    ints) is refused by name, not converted."""
+    import torch
+
+    out = []
+    for i, e in enumerate(plain_sequence(embeddings)):
+        if isinstance(e, torch.Tensor) and e.dtype.is_floating_point:
+            out.append(e)
+        elif isinstance(e, np.ndarray) and e.dtype.kind == "f":
+            out.append(torch.from_numpy(e))
+        else:
+            raise EmbeddingCountError(f"embeddings[{i}]", "a tensor or an array of floats",
+                                      f"{type(e).__name__} of dtype {getattr(e, 'dtype', None)}",
+                                      request_id=request_id)
     return out
 
 

@@ -24,8 +24,8 @@ import attrs
 
 from ..adapters.base import typed_adapter
 from ..checks import accept_layout
-from ..errors import SkewError
-from ..glue.unexpanded import LAYOUT_KWARG, raw_prompt_ids, video_timestamps
+from ..errors import SkewError, typed_failures
+from ..glue.unexpanded import LAYOUT_KWARG, embedding_tensors, raw_prompt_ids, video_timestamps
 from ..layout import HandoffLayout
 from ..layout.items import IMAGE, VIDEO
 from ..layout.spec import PAD_ONLY
@@ -61,6 +61,7 @@ class EPDInputs:
         return {Modality.IMAGE if name == IMAGE else Modality.VIDEO: tensor for name, tensor in self.embeddings.items()}
 
 
+@typed_failures("embeddings")
 def epd_inputs(layout: HandoffLayout, embeddings: Sequence, adapter, *, video_metadata=None, limits=None,
                request_id=None) -> EPDInputs:
     """The PD receiver's arguments for ``layout`` (see the module doc); checks everything it can first.
@@ -73,6 +74,7 @@ def epd_inputs(layout: HandoffLayout, embeddings: Sequence, adapter, *, video_me
     import torch
 
     layout = accept_layout(layout, adapter, embeddings=embeddings, limits=limits, request_id=request_id)
+    tensors = embedding_tensors(embeddings, request_id)
     if layout.convention != SGLANG_CONVENTION:
         raise SkewError("convention", f"{SGLANG_CONVENTION} (SGLang's EPD rebuild)", f"{layout.convention} (encoder)",
                         request_id=request_id, hint="SGLang keeps the template's vision markers whatever its "
@@ -82,9 +84,9 @@ def epd_inputs(layout: HandoffLayout, embeddings: Sequence, adapter, *, video_me
     data: dict[str, Any] = {}
     meta: dict[str, Any] = {"img_grid_thw": None, "video_grid_thw": None}
     for modality, key in ((IMAGE, "img_grid_thw"), (VIDEO, "video_grid_thw")):
-        picked = [(i, e) for i, e in zip(layout.items, embeddings, strict=True) if i.modality == modality]
+        picked = [(i, e) for i, e in zip(layout.items, tensors, strict=True) if i.modality == modality]
         if picked:
-            data[modality] = torch.cat([torch.as_tensor(e) for _, e in picked], dim=0)
+            data[modality] = torch.cat([e for _, e in picked], dim=0)
             meta[key] = torch.tensor([list(i.grid_thw) for i, _ in picked], dtype=torch.int64)
     if VIDEO in data:
         meta["video_timestamps"] = video_timestamps(layout, adapter, video_metadata, request_id,

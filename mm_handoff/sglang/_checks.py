@@ -21,6 +21,8 @@ in ``base_processor.py``) compares embedding rows with the item offsets only.
 
 from __future__ import annotations
 
+import itertools
+import math
 from typing import Any
 
 import attrs
@@ -61,12 +63,15 @@ def grids_of(value, field: str, merge_size: int, request_id=None, *, limits=None
         raise exc.with_request(request_id) from None
 
 
-def output_runs(output) -> list:
-    """``[(modality, start, end_exclusive), ...]``: SGLang's items' offsets (inclusive ends) in order."""
-    runs = []
-    for item in output.mm_items:
-        for start, end in item.offsets or ():
+def output_runs(output, *, most: int | None = None) -> list:
+    """``[(modality, start, end_exclusive), ...]``: SGLang's items' offsets (inclusive ends) in order; at
+    most ``most`` of them (the rest is not read)."""
+    runs: list = []
+    for item in itertools.islice(output.mm_items, most):
+        for start, end in itertools.islice(item.offsets or (), None if most is None else most - len(runs)):
             runs.append((modality_name(item.modality), int(start), int(end) + 1))
+        if most is not None and len(runs) >= most:
+            break
     return runs
 
 
@@ -136,14 +141,15 @@ def _count_of(values) -> int | None:
 
 
 def _check_runs(expected: list, output, request_id) -> None:
-    actual = output_runs(output)
+    actual = output_runs(output, most=len(expected) + 1)  # one more tells that there are more
     if actual == expected:
         return
     k = next((i for i, (a, b) in enumerate(zip(expected, actual, strict=False)) if a != b),
              min(len(expected), len(actual)))
+    count = f"more than {len(expected)}" if len(actual) > len(expected) else f"{len(actual)}"
     raise GridMismatchError(f"mm_items offsets (run {k})" if len(actual) == len(expected) else "mm_items offsets",
                             f"{len(expected)} runs; run {k}: {expected[k] if k < len(expected) else None}",
-                            f"{len(actual)} runs; run {k}: {actual[k] if k < len(actual) else None}",
+                            f"{count} runs; run {k}: {actual[k] if k < len(actual) else None}",
                             request_id=request_id, hint="SGLang's items do not sit on the layout's pad runs")
 
 
@@ -161,11 +167,25 @@ def _check_mrope(positions: np.ndarray, delta: int, output, request_id) -> None:
         i = int(bad[0])
         raise GridMismatchError(f"mrope_positions[:, {i}]", positions[:, i].tolist(), got[:, i].tolist(),
                                 request_id=request_id, hint="SGLang's mRoPE ids differ from the layout's")
-    own = output.mrope_position_delta
-    own = int(np.asarray(own.cpu().numpy() if hasattr(own, "cpu") else own).reshape(-1)[0]) \
-        if own is not None else None
+    own = _delta_of(output.mrope_position_delta, request_id)
     if own != delta:
         raise GridMismatchError("mrope_position_delta", delta, own, request_id=request_id)
+
+
+def _delta_of(value, request_id) -> int:
+    """SGLang's delta: an int, or a one-value integer tensor or array (``[[delta]]``), read exactly (a float,
+    a string, a second value or a wider tensor is refused, never truncated or copied)."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if value is None or not hasattr(value, "shape"):
+        raise MropeLengthError("mrope_position_delta", "an int or a one-value integer tensor",
+                               type(value).__name__, request_id=request_id)
+    shape = shape_of(value, field="mrope_position_delta.shape", request_id=request_id)
+    dtype = str(getattr(value, "dtype", ""))
+    if math.prod(shape) != 1 or not any(k in dtype for k in ("int8", "int16", "int32", "int64")):
+        raise MropeLengthError("mrope_position_delta", "one integer value", f"shape {list(shape)}, dtype {dtype}",
+                               request_id=request_id)
+    return int(value.reshape(-1)[0])
 
 
 def _embedding_rows(embeddings, request_id) -> dict:

@@ -21,7 +21,8 @@ import numpy as np
 
 from ..adapters.base import typed_adapter
 from ..checks import accept_layout
-from ..glue.unexpanded import LAYOUT_KWARG, raw_prompt_ids, video_timestamps
+from ..errors import typed_failures
+from ..glue.unexpanded import LAYOUT_KWARG, embedding_tensors, raw_prompt_ids, video_timestamps
 from ..layout import HandoffLayout
 from ..layout.items import IMAGE
 
@@ -56,6 +57,7 @@ def item_embeddings(rows, deepstack: Sequence = (), item_rows: Sequence[int] | N
     return list(torch.split(full, sizes, dim=0))
 
 
+@typed_failures("embeddings")
 def embeds_request(layout: HandoffLayout, embeddings: Sequence, adapter, *, video_metadata=None, limits=None,
                    request_id=None) -> EmbedsRequest:
     """The embeds-path request for ``layout`` (see the module doc); checks everything it can first.
@@ -68,13 +70,14 @@ def embeds_request(layout: HandoffLayout, embeddings: Sequence, adapter, *, vide
     import torch
 
     layout = accept_layout(layout, adapter, embeddings=embeddings, limits=limits, request_id=request_id)
+    tensors = embedding_tensors(embeddings, request_id)
     raw = raw_prompt_ids(layout)
     typed_adapter(adapter, request_id=request_id).check_prompt(layout, raw, request_id=request_id)
     data: dict[str, dict] = {}
     for modality in (IMAGE, "video"):
-        picked = [(item, emb) for item, emb in zip(layout.items, embeddings, strict=True) if item.modality == modality]
+        picked = [(item, emb) for item, emb in zip(layout.items, tensors, strict=True) if item.modality == modality]
         if picked:
-            data[modality] = {f"{modality}_embeds": torch.cat([torch.as_tensor(e) for _, e in picked], dim=0),
+            data[modality] = {f"{modality}_embeds": torch.cat([e for _, e in picked], dim=0),
                               f"{modality}_grid_thw": torch.tensor([list(i.grid_thw) for i, _ in picked])}
     if "video" in data:
         data["video"]["timestamps"] = video_timestamps(layout, adapter, video_metadata, request_id, limits=limits)

@@ -331,6 +331,66 @@ def test_a_list_is_read_as_it_is_stored_whatever_its_len_and_iter_say():
                                           limits=Limits(max_frames=4)), field="video_metadata[0].frames_indices")
 
 
+def test_sglang_outputs_are_read_exactly_and_within_the_layouts_size():
+    """SGLang's delta is one integer value, read as it is (never truncated, never a copy of a wide
+    tensor); its items are read up to one run past the layout's."""
+    import torch
+
+    from mm_handoff import sglang
+
+    _, grid, _, expanded = _video_prompt(frames=4)
+    layout = QWEN.derive_layout(expanded, video_grid_thw=grid)
+    delta = layout.mrope_position_delta
+    for good in (delta, np.int64(delta), torch.tensor([[delta]]), np.array([delta], dtype=np.int32)):
+        output = _sglang_output(layout)
+        output.mrope_position_delta = good
+        sglang.check_mm_output(output, layout.to_wire(), QWEN, video_grid_thw=grid)
+    for bad in (torch.tensor([delta - 0.5]), str(delta), [delta, 999], complex(delta, 5), True,
+                torch.full((8192,), delta).expand(8192, 8192), torch.tensor([[delta, delta]]), None):
+        output = _sglang_output(layout)
+        output.mrope_position_delta = bad
+        refused(lambda output=output: sglang.check_mm_output(output, layout.to_wire(), QWEN, video_grid_thw=grid),
+                field="mrope_position_delta")
+    output = _sglang_output(layout)
+    item = output.mm_items[0]
+
+    def many():
+        for _ in range(1 << 40):
+            yield item
+
+    output.mm_items = many()
+    refused(lambda: sglang.check_mm_output(output, layout.to_wire(), QWEN, video_grid_thw=grid),
+            field="mm_items offsets")
+
+
+def test_carriers_take_float_tensors_only_and_end_typed():
+    """vLLM's and SGLang's carriers pass on the embeddings themselves: a shape, a handle or an array of
+    objects or ints is refused by name (its shape alone would pass the accept step), never converted."""
+    import torch
+
+    from mm_handoff import sglang, vllm
+
+    _, grid, meta, expanded = _video_prompt(frames=4)
+    layout = QWEN.derive_layout(expanded, video_grid_thw=grid)
+    n, width = layout.num_pads, QWEN.handle_row_width
+    for entry in (vllm.embeds_request, sglang.epd_inputs):
+        entry(layout, [torch.zeros(n, width, dtype=torch.bfloat16)], QWEN)
+        entry(layout, [np.zeros((n, width), dtype=np.float32)], QWEN)
+        for bad in ((n, width), torch.Size([n, width]), {"tensor_size": [n, width]}, np.empty((n, width), object),
+                    torch.zeros(n, width, dtype=torch.int64)):
+            refused(lambda entry=entry, bad=bad: entry(layout, [bad], QWEN, request_id="r"), field="embeddings")
+
+
+def test_a_raw_prompt_holds_exactly_one_placeholder_per_item():
+    from mm_handoff import vllm
+
+    raw, _, _, _ = _video_prompt()
+    vllm.check_raw_prompt(raw, QWEN, images=0, videos=1)
+    refused(lambda: vllm.check_raw_prompt([3, 4], QWEN, images=0, videos=1), field="prompt_token_ids")
+    refused(lambda: vllm.check_raw_prompt(raw, QWEN, images=5, videos=1), field="prompt_token_ids")
+    refused(lambda: vllm.check_raw_prompt(raw + raw, QWEN, images=0, videos=1), field="prompt_token_ids")
+
+
 def test_frame_indices_in_an_array_without_a_shape_are_refused_unread():
     import array
 
