@@ -63,13 +63,13 @@ from .layout.items import IMAGE, VIDEO
 from .layout.spec import TokenSpec, normalize_grids
 from .layout.tokens import check_token_ids, readonly_ids
 from .reading import (
-    check_frame_total,
     embedding_shapes_of,
     plain_sequence,
     read_count,
     resolve_limits,
     sequence_len,
     shape_of,
+    video_metadata_of,
 )
 
 
@@ -356,8 +356,8 @@ def _check_video_metadata(layout: HandoffLayout, adapter, side: SideFacts) -> No
         return
     if adapter is None:
         raise HandoffError("video_metadata", "this side's adapter to read it with", None, request_id=side.request_id)
-    check_frame_total(side.video_metadata, side.limits, request_id=side.request_id)
-    adapter.check_video_metadata(layout, side.video_metadata, limits=side.limits, request_id=side.request_id)
+    snapshots = video_metadata_of(side.video_metadata, side.limits, request_id=side.request_id)  # read once
+    adapter.check_video_metadata(layout, snapshots, limits=side.limits, request_id=side.request_id)
 
 
 def _check_embeddings(layout: HandoffLayout, adapter, side: SideFacts) -> None:

@@ -249,32 +249,58 @@ def resolve_limits(limits: Limits | None) -> Limits:
     return limits
 
 
-def check_frame_total(video_metadata, limits: Limits | None = None, *, request_id=None) -> None:
-    """The frame indices of all of one request's video metadata stay within ``limits.max_frames``, counted
-    from their lengths before any list is read (one metadata shared by 256 videos counts 256 times). A
-    value that is not a list of metadata is left to the reader of the metadata, which names it."""
+def video_metadata_of(video_metadata, limits: Limits | None = None, *, request_id=None) -> list | None:
+    """One request's video metadata, read once: per video a plain dict of its ``fps``, ``frames_indices`` and
+    ``total_num_frames`` (None for None), whatever the caller's mapping or object, so what is counted is what
+    is used afterwards (a mapping whose ``get`` answers differently later changes nothing). The frame indices
+    of all videos together stay within ``limits.max_frames``, counted from their lengths before any list is
+    read (one metadata shared by 256 videos counts 256 times); None stays None."""
     limits = resolve_limits(limits)
+    if video_metadata is None:
+        return None
     if not isinstance(video_metadata, (list, tuple)):
-        return
+        raise HandoffError("video_metadata", "a list with one entry per video", type(video_metadata).__name__,
+                           request_id=request_id)
     if sequence_len(video_metadata) > limits.max_items:
         raise HandoffError("video_metadata", f"at most {limits.max_items} entries (limits.max_items)",
                            sequence_len(video_metadata), request_id=request_id)
+    out: list = []
     total = 0
     for j, meta in enumerate(plain_sequence(video_metadata)):
-        total += _frame_count(meta, j, request_id)
+        snapshot = _snapshot(meta, j, request_id)
+        total += _frame_count(None if snapshot is None else snapshot["frames_indices"])
         if total > limits.max_frames:
             raise HandoffError(f"video_metadata[{j}].frames_indices", f"at most {limits.max_frames} frame indices "
                                "over all videos (limits.max_frames)", f"{total} up to this video",
                                request_id=request_id, hint="raise the limits for longer videos")
+        if snapshot is not None and isinstance(snapshot["frames_indices"], (list, tuple)):
+            snapshot["frames_indices"] = plain_sequence(snapshot["frames_indices"])  # as counted
+        out.append(snapshot)
+    return out
 
 
-def _frame_count(meta, j: int, request_id) -> int:
+_METADATA_FIELDS = ("fps", "frames_indices", "total_num_frames")
+
+
+def _snapshot(meta, j: int, request_id) -> dict | None:
+    if meta is None:
+        return None
     try:
-        indices = meta.get("frames_indices") if isinstance(meta, Mapping) else getattr(meta, "frames_indices", None)
-        if isinstance(indices, (list, tuple)):
-            return sequence_len(indices)
-        shape = getattr(indices, "shape", None)  # an array or tensor: its size, without reading it
-        return math.prod(int(d) for d in shape) if isinstance(shape, tuple) else 0
+        if isinstance(meta, Mapping):
+            return {name: meta.get(name, None) for name in _METADATA_FIELDS}
+        return {name: getattr(meta, name, None) for name in _METADATA_FIELDS}
     except Exception as exc:
         raise HandoffError(f"video_metadata[{j}]", "readable video metadata (fps, frames_indices)",
                            type(exc).__name__, request_id=request_id) from exc
+
+
+def _frame_count(indices) -> int:
+    """How many frame indices a list or an array claims, without reading them (0 for anything else: its
+    reader refuses it)."""
+    if isinstance(indices, (list, tuple)):
+        return sequence_len(indices)
+    try:
+        shape = getattr(indices, "shape", None)  # an array or tensor: its size, without reading it
+        return max(0, math.prod(int(d) for d in shape)) if isinstance(shape, tuple) else 0
+    except Exception:  # a shape that fails when read: its reader names it
+        return 0

@@ -34,7 +34,7 @@ from ..layout.spec import (
     strict_int,
 )
 from ..layout.tokens import read_only, readonly_ids
-from ..reading import check_frame_total, plain_sequence, resolve_limits, sequence_len
+from ..reading import resolve_limits, sequence_len, video_metadata_of
 from .base import Adapter
 from .timestamps import MAX_SECONDS, calculate_timestamps, format_timestamp, metadata_fields
 
@@ -245,9 +245,8 @@ class QwenLayoutAdapter(Adapter):
             raise HandoffError("video_metadata", f"{len(videos)} entries (one per video)",
                                sequence_len(video_metadata) if isinstance(video_metadata, (list, tuple))
                                else type(video_metadata).__name__, request_id=request_id)
-        video_metadata = plain_sequence(video_metadata)
-        check_frame_total(video_metadata, limits, request_id=request_id)
-        for j, ((k, item), meta) in enumerate(zip(videos, video_metadata, strict=True)):
+        snapshots = video_metadata_of(video_metadata, limits, request_id=request_id) or []
+        for j, ((k, item), meta) in enumerate(zip(videos, snapshots, strict=True)):
             t = item.grid_thw[0]
             seconds = self.video_timestamps(meta, j, limits=limits, request_id=request_id)[:t]
             printed = [float(format_timestamp(x)[1:-len(" seconds>")]) for x in seconds]
@@ -290,11 +289,7 @@ class QwenLayoutAdapter(Adapter):
         if n_vid != len(video_grids):
             raise GridMismatchError("video placeholders", f"{len(video_grids)} (one per video grid)", n_vid,
                                     request_id=request_id)
-        if video_metadata is not None and not isinstance(video_metadata, (list, tuple)):
-            raise HandoffError("video_metadata", "a list with one entry per video", type(video_metadata).__name__,
-                               request_id=request_id)
-        check_frame_total(video_metadata, limits, request_id=request_id)
-        metas = list(plain_sequence(video_metadata)) if video_metadata is not None else []
+        metas = video_metadata_of(video_metadata, limits, request_id=request_id) or []
         if len(metas) != n_vid:
             raise HandoffError("video_metadata", f"{n_vid} entries (one per video)", len(metas),
                                request_id=request_id)

@@ -12,7 +12,7 @@ from ..errors import EmbeddingCountError, GridMismatchError, HandoffError
 from ..layout import HandoffLayout
 from ..layout.items import IMAGE
 from ..layout.spec import PAD_ONLY
-from ..reading import check_frame_total, plain_sequence
+from ..reading import plain_sequence, video_metadata_of
 
 #: the ``mm_processor_kwargs`` key that carries the encoder's layout (wire form) to the in-engine check
 LAYOUT_KWARG = "mm_handoff_layout"
@@ -68,11 +68,8 @@ def video_timestamps(layout: HandoffLayout, adapter, video_metadata, request_id,
     vLLM's embeds path and SGLang's EPD rebuild print, ``f"<{t:.1f} seconds>"``, one per temporal group).
     The metadata's frame lists are bounded by ``limits.max_frames``, all videos together, before any is read."""
     videos = [item for item in layout.items if item.modality != IMAGE]
-    if video_metadata is not None and not isinstance(video_metadata, (list, tuple)):
-        raise HandoffError("video_metadata", "a list with one entry per video", type(video_metadata).__name__,
-                           request_id=request_id)
-    check_frame_total(video_metadata, limits, request_id=request_id)
-    metas = list(plain_sequence(video_metadata)) if video_metadata is not None else [None] * len(videos)
+    snapshots = video_metadata_of(video_metadata, limits, request_id=request_id)  # read once, bounded first
+    metas = snapshots if snapshots is not None else [None] * len(videos)
     if len(metas) != len(videos):
         raise HandoffError("video_metadata", f"{len(videos)} entries (one per video)", len(metas),
                            request_id=request_id)

@@ -52,6 +52,7 @@ from ..reading import MAX_ID, MAX_OBJECTS, as_int, resolve_limits
 from . import wire
 from .invariants import (
     check_items_against_spec,
+    check_mrope_claim,
     check_mrope_delta,
     check_mrope_len,
     check_runs_and_pads,
@@ -68,7 +69,7 @@ from .items import IMAGE, VIDEO, MultimodalItem
 from .mrope import mrope_positions
 from .spec import CONVENTIONS, TokenSpec, item_lengths, normalize_grids
 from .timestamp_text import parse_timestamps
-from .tokens import filled_id_list, frozen, read_only, readonly_ids, run_length_form
+from .tokens import claimed_size, filled_id_list, frozen, read_only, readonly_ids, run_length_form
 
 _ITEM_TYPE = {IMAGE: 0, VIDEO: 1}  # TensorRT-LLM's item_types vocabulary
 
@@ -118,6 +119,7 @@ class HandoffLayout:
 
     def __init__(self, token_ids, items, spec: TokenSpec, *, family: str, convention: str,
                  mrope_position_ids=None, mrope_position_delta=None, tokenizer_digest: str | None = None) -> None:
+        check_mrope_claim(mrope_position_ids, claimed_size(token_ids))
         self.__attrs_init__(token_ids, items, spec, family=family, convention=convention,
                             mrope_position_ids=mrope_position_ids, mrope_position_delta=mrope_position_delta,
                             tokenizer_digest=tokenizer_digest)
@@ -139,6 +141,7 @@ class HandoffLayout:
         """A layout whose derived views its maker hands over (the run-length form, the run columns,
         the wire content), each computed from the very fields given here; every invariant is then
         checked as in the constructor, on those views."""
+        check_mrope_claim(kwargs.get("mrope_position_ids"), claimed_size(token_ids))
         layout = cls.__new__(cls)
         layout.__attrs_init__(token_ids, items, spec, **kwargs)
         layout._cache.update(seeds)
@@ -156,6 +159,10 @@ class HandoffLayout:
         reuse it.
         """
         most = resolve_limits(limits).max_prompt_len
+        for name, given in (("rle.values", values), ("rle.counts", counts)):
+            size = claimed_size(given)
+            if size is not None and size > most:  # counted before either is converted
+                raise LayoutError(name, f"at most {most} runs (limits.max_prompt_len)", size)
         try:
             values, counts = np.asarray(values), np.asarray(counts)
         except Exception as exc:  # ragged, or an object whose conversion raises
@@ -172,6 +179,7 @@ class HandoffLayout:
         if total > most:
             raise LayoutError("rle.counts", f"at most {most} ids in all (limits.max_prompt_len)", total,
                               hint="raise the limits for longer prompts")
+        check_mrope_claim(kwargs.get("mrope_position_ids"), total)
         values = readonly_ids(values, "rle.values")
         counts = counts if counts.dtype == np.int32 and frozen(counts) else read_only(counts.astype(np.int32))
         canonical = values.shape[0] < 2 or not bool((values[1:] == values[:-1]).any())

@@ -73,6 +73,19 @@ def mrope_array(value):
     return read_only(arr if arr.dtype == np.int64 else arr.astype(np.int64))  # a copy unless no one can change it
 
 
+def check_mrope_claim(mrope, n: int | None) -> None:
+    """Before mRoPE ids are converted (a copy): the length their shape claims is the prompt's ``n``."""
+    if mrope is None or n is None:
+        return
+    try:
+        shape = getattr(mrope, "shape", None)
+        last = int(shape[-1]) if isinstance(shape, tuple) and shape else None
+    except Exception:  # a shape that fails when read: the conversion names it
+        return
+    if last is not None and last != n:
+        raise MropeLengthError("mrope_position_ids.shape[-1]", n, last, hint="mRoPE ids must cover the prompt exactly")
+
+
 def check_mrope_len(mrope, n: int) -> None:
     if mrope is not None and mrope.shape[1] != n:
         raise MropeLengthError("mrope_position_ids.shape[-1]", n, int(mrope.shape[1]),

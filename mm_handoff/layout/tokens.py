@@ -23,7 +23,7 @@ def readonly_ids(token_ids, field: str = "token_ids", *, max_len: int | None = N
     ``field``; so is a sequence longer than ``max_len`` (the entry points pass their limits'
     ``max_prompt_len``, checked before any conversion).
     """
-    size = _size(token_ids) if max_len is not None else None
+    size = claimed_size(token_ids) if max_len is not None else None
     if size is not None and size > max_len:
         raise LayoutError(field, f"at most {max_len} ids (limits.max_prompt_len)", size,
                           hint="raise the limits for longer prompts")
@@ -45,6 +45,9 @@ def readonly_ids(token_ids, field: str = "token_ids", *, max_len: int | None = N
         raise LayoutError(field, "a 1-D sequence of token ids", type(token_ids).__name__) from exc
     if arr.ndim != 1:
         raise LayoutError(field, "a 1-D sequence of token ids", f"shape {arr.shape}")
+    if max_len is not None and arr.shape[0] > max_len:  # an object that claimed fewer than it held
+        raise LayoutError(field, f"at most {max_len} ids (limits.max_prompt_len)", arr.shape[0],
+                          hint="raise the limits for longer prompts")
     if arr.size and arr.dtype.kind not in "iu":
         raise LayoutError(field, "integer token ids", f"dtype {arr.dtype}")
     if arr.size and (int(arr.min()) < 0 or int(arr.max()) > MAX_ID):
@@ -77,15 +80,18 @@ def frozen(arr: Any) -> bool:
     return type(arr) is bytes
 
 
-def _size(value):
-    """How many values ``value`` claims, read without converting it (a sequence's length, an array's or a
-    tensor's size); None when it cannot tell (the conversion then decides, with its typed error)."""
+def claimed_size(value):
+    """How many values ``value`` claims, read without converting it (a list's stored length, an array's or a
+    tensor's size, any other sized object's ``len``: an ``array.array``, a ``deque``, a ``range``); None when
+    it cannot tell (the conversion then decides, with its typed error, and the converted length is checked)."""
     try:
         if isinstance(value, (list, tuple)):
             return sequence_len(value)
         shape = getattr(value, "shape", None)
-        return math.prod(int(d) for d in shape) if isinstance(shape, tuple) else None
-    except Exception:  # a shape that fails when read: the conversion names it
+        if isinstance(shape, tuple):
+            return math.prod(int(d) for d in shape)
+        return len(value) if hasattr(value, "__len__") and not isinstance(value, (str, bytes)) else None
+    except Exception:  # a shape or a length that fails when read: the conversion names it
         return None
 
 

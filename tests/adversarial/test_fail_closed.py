@@ -391,6 +391,61 @@ def test_a_raw_prompt_holds_exactly_one_placeholder_per_item():
     refused(lambda: vllm.check_raw_prompt(raw + raw, QWEN, images=0, videos=1), field="prompt_token_ids")
 
 
+def test_any_sized_sequence_of_ids_is_counted_before_it_is_converted():
+    """An ``array.array``, a ``deque`` or a ``range`` claims its length like a list: over the caller's bound,
+    refused before conversion; an object whose length lies is checked again once converted."""
+    import array
+    from collections import deque
+
+    tight = Limits(max_prompt_len=10)
+
+    for ids in (array.array("i", [100] * 200_000), deque([100] * 200_000), range(3 * 10**7)):
+        refused(lambda ids=ids: QWEN.derive_layout(ids, mrope=False, limits=tight), field="token_ids")
+        refused(lambda ids=ids: check_placeholders(ids, S, images=0, videos=0, limits=tight),
+                field="prompt_token_ids")
+        refused(lambda ids=ids: QWEN.mrope_positions(ids, limits=tight), field="token_ids")
+    refused(lambda: HandoffLayout.from_rle(range(3 * 10**7), range(3 * 10**7), [], S, family="qwen3_vl",
+                                           convention="pad_only", limits=tight), field="rle")
+    assert QWEN.derive_layout(array.array("i", [100] * 10), mrope=False, limits=tight).prompt_len == 10
+
+
+def test_mrope_ids_of_another_length_are_refused_before_they_are_copied():
+    import torch
+
+    _, grid, _, expanded = _video_prompt(frames=4)
+    for claim in (np.broadcast_to(np.int32(0), (3, 10**7)), torch.zeros(3, 1).expand(3, 10**7)):
+        refused(lambda claim=claim: HandoffLayout(expanded, QWEN.derive_layout(expanded, video_grid_thw=grid).items,
+                                                  S, family="qwen3_vl", convention="pad_only",
+                                                  mrope_position_ids=claim), field="mrope_position_ids")
+        refused(lambda claim=claim: HandoffLayout.from_rle([100], [5], [], S, family="qwen3_vl",
+                                                           convention="pad_only", mrope_position_ids=claim),
+                field="mrope_position_ids")
+
+
+class _Flip(dict):
+    """Video metadata whose ``get`` answers one short list at first and the longest one afterwards."""
+
+    def get(self, key, default=None):
+        calls = dict.get(self, "_calls", 0)
+        dict.__setitem__(self, "_calls", calls + 1)
+        if key == "frames_indices":
+            return [0] if calls < 3 else list(range(1 << 15))
+        return dict.get(self, key, default)
+
+
+def test_video_metadata_is_read_once_so_what_was_counted_is_what_is_used():
+    videos = 64
+    raw = [100] + [S.vision_start, S.video_pad, S.vision_end] * videos
+    grids = [[1, 2, 2]] * videos
+    honest = [{"fps": 2.0, "frames_indices": [0]}] * videos
+    layout = QWEN.derive_layout(QWEN.rebuild_token_ids(raw, video_grid_thw=grids, video_metadata=honest),
+                                video_grid_thw=grids)
+    for call in (lambda m: QWEN.rebuild_token_ids(raw, video_grid_thw=grids, video_metadata=m).tolist(),
+                 lambda m: mm_handoff.validate(layout, QWEN, video_metadata=m).prompt_len):
+        flips = [_Flip(fps=2.0) for _ in range(videos)]
+        assert answer(lambda call=call, flips=flips: call(flips))[0] == call(honest)
+
+
 def test_frame_indices_in_an_array_without_a_shape_are_refused_unread():
     import array
 
