@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import pickle
 import reprlib
 from typing import Any, cast
 
@@ -66,8 +67,9 @@ class _ShortRepr(reprlib.Repr):
 
     def repr_instance(self, x: Any, level: int) -> str:
         try:
-            if hasattr(x, "__len__") and len(x) > 1000:  # its whole repr would be built before being cut
-                return f"<{type(x).__name__} of {len(x)} items>"
+            size = len(x) if hasattr(x, "__len__") and getattr(x, "shape", None) != () else 0  # (0-d: no len)
+            if size > 1000:  # its whole repr would be built before being cut
+                return f"<{type(x).__name__} of {size} items>"
             return super().repr_instance(x, level)
         except Exception:  # an object whose repr fails must not take the message with it
             return f"<unprintable {type(x).__name__}>"
@@ -92,7 +94,11 @@ def _short_text(text: Any) -> str:
 
 
 def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}...({len(text) - limit} more chars)"
+    """``text`` within ``limit`` characters, the marker of what was cut included."""
+    if len(text) <= limit:
+        return text
+    keep = limit - len(f"...({len(text)} more chars)")
+    return f"{text[:keep]}...({len(text) - keep} more chars)"
 
 
 #: the likely cause when the prefill side has fewer ids (or runs) than the encoder
@@ -138,8 +144,9 @@ class HandoffError(ValueError):
 
     def __reduce__(self):
         """Pickled with its values and request (a worker's error crosses processes), whatever the subclass's
-        constructor takes."""
-        return _restored, (type(self), self.args, _state_of(self))
+        constructor takes; a value that cannot be pickled travels as its printed form."""
+        return _restored, (type(self), tuple(_picklable(a) for a in self.args),
+                           {k: _picklable(v) for k, v in _state_of(self).items()})
 
     def __repr__(self) -> str:
         """Printable whatever the values hold (a logger's ``%r`` must not fail on an adapter whose repr recurses)."""
@@ -167,6 +174,14 @@ def _state_of(exc: BaseException) -> dict:
             if name not in ("__dict__", "__weakref__") and hasattr(exc, name):
                 state[name] = getattr(exc, name)
     return {k: list(v) if type(v) is list else v for k, v in state.items()}
+
+
+def _picklable(value: Any) -> Any:
+    try:
+        pickle.dumps(value)
+    except Exception:  # a caller's local class, a lock, an object whose reduce raises
+        return _fmt(value)
+    return value
 
 
 def _restored(cls: type, args: tuple, state: dict) -> BaseException:

@@ -53,8 +53,9 @@ def embedding_tensors(embeddings, request_id) -> list:
     for i, e in enumerate(plain_sequence(embeddings)):
         if isinstance(e, torch.Tensor) and e.dtype.is_floating_point:
             out.append(e)
-        elif isinstance(e, np.ndarray) and e.dtype.kind == "f":
-            out.append(torch.from_numpy(e))
+        elif isinstance(e, np.ndarray) and e.dtype.kind == "f":  # in native byte order, with forward strides
+            native = e if e.dtype.isnative else e.astype(e.dtype.newbyteorder("="))
+            out.append(torch.from_numpy(np.ascontiguousarray(native)))
         else:
             raise EmbeddingCountError(f"embeddings[{i}]", "a tensor or an array of floats",
                                       f"{type(e).__name__} of dtype {getattr(e, 'dtype', None)}",

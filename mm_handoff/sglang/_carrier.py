@@ -24,7 +24,7 @@ import attrs
 
 from ..adapters.base import typed_adapter
 from ..checks import accept_layout
-from ..errors import SkewError, typed_failures
+from ..errors import HandoffError, SkewError, typed_failures
 from ..glue.unexpanded import LAYOUT_KWARG, embedding_tensors, raw_prompt_ids, video_timestamps
 from ..layout import HandoffLayout
 from ..layout.items import IMAGE, VIDEO
@@ -94,19 +94,34 @@ def epd_inputs(layout: HandoffLayout, embeddings: Sequence, adapter, *, video_me
     return EPDInputs(raw.tolist(), data, meta, layout)
 
 
+@typed_failures("request")
 def attach_layout(request, layout: HandoffLayout | dict):
     """Put the layout (or its wire form) into a request's ``mm_processor_kwargs`` (a ``GenerateReqInput``
-    or its JSON dict, as ``/generate`` takes it); returns the request."""
-    wire = layout.to_wire() if isinstance(layout, HandoffLayout) else layout
-    if isinstance(request, dict):
-        request["mm_processor_kwargs"] = {**(request.get("mm_processor_kwargs") or {}), LAYOUT_KWARG: wire}
+    or its JSON dict, as ``/generate`` takes it); returns the request. Anything else for either, or
+    ``mm_processor_kwargs`` that are not a dict, is a typed error (nothing is stored)."""
+    if isinstance(layout, HandoffLayout):
+        wire = layout.to_wire()
+    elif isinstance(layout, dict):
+        wire = layout
     else:
-        request.mm_processor_kwargs = {**(getattr(request, "mm_processor_kwargs", None) or {}), LAYOUT_KWARG: wire}
+        raise HandoffError("layout", "a HandoffLayout or its wire form (a dict)", type(layout).__name__)
+    is_dict = isinstance(request, dict)
+    if not is_dict and not hasattr(request, "mm_processor_kwargs"):
+        raise HandoffError("request", "a GenerateReqInput or its JSON dict", type(request).__name__)
+    kwargs = dict.get(request, "mm_processor_kwargs") if is_dict else request.mm_processor_kwargs
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise HandoffError("request.mm_processor_kwargs", "a dict or None", type(kwargs).__name__)
+    merged = {**(kwargs or {}), LAYOUT_KWARG: wire}
+    if is_dict:
+        request["mm_processor_kwargs"] = merged
+    else:
+        request.mm_processor_kwargs = merged
     return request
 
 
+@typed_failures("request.mm_processor_kwargs")
 def carried_layout(request) -> Any:
     """The wire form a request carries (``mm_processor_kwargs["mm_handoff_layout"]``), or None."""
-    kwargs = request.get("mm_processor_kwargs") if isinstance(request, dict) else \
+    kwargs = dict.get(request, "mm_processor_kwargs") if isinstance(request, dict) else \
         getattr(request, "mm_processor_kwargs", None)
-    return kwargs.get(LAYOUT_KWARG) if isinstance(kwargs, dict) else None
+    return dict.get(kwargs, LAYOUT_KWARG) if isinstance(kwargs, dict) else None

@@ -35,7 +35,7 @@ from ..layout import HandoffLayout
 from ..layout.items import IMAGE, VIDEO
 from ..layout.spec import normalize_grids
 from ..layout.tokens import check_token_ids, readonly_ids
-from ..reading import plain_sequence, resolve_limits, sequence_len, shape_of
+from ..reading import plain_sequence, resolve_limits, sequence_len, shape_of, strict_int
 
 #: the model types whose ``get_mm_data`` stamps every temporal group when ``video_timestamps`` is given
 #: (SGLang 0.5.23, ``QwenVLImageProcessor.get_mm_data``); its encoder sends them for all but ``qwen4_exp``
@@ -63,13 +63,19 @@ def grids_of(value, field: str, merge_size: int, request_id=None, *, limits=None
         raise exc.with_request(request_id) from None
 
 
+@typed_failures("mm_items offsets")
 def output_runs(output, *, most: int | None = None) -> list:
-    """``[(modality, start, end_exclusive), ...]``: SGLang's items' offsets (inclusive ends) in order; at
-    most ``most`` of them (the rest is not read)."""
+    """``[(modality, start, end_exclusive), ...]``: SGLang's items' offsets (inclusive ends, plain ints: never
+    truncated) in order; at most ``most`` of them (the rest is not read)."""
     runs: list = []
-    for item in itertools.islice(output.mm_items, most):
-        for start, end in itertools.islice(item.offsets or (), None if most is None else most - len(runs)):
-            runs.append((modality_name(item.modality), int(start), int(end) + 1))
+    for k, item in enumerate(itertools.islice(output.mm_items, most)):
+        offsets = item.offsets if item.offsets is not None else ()
+        for start, end in itertools.islice(offsets, None if most is None else most - len(runs)):
+            try:
+                start, end = strict_int(start), strict_int(end)
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise GridMismatchError(f"mm_items[{k}].offsets", "(start, end) ints", (start, end)) from exc
+            runs.append((modality_name(item.modality), start, end + 1))
         if most is not None and len(runs) >= most:
             break
     return runs
@@ -175,7 +181,9 @@ def _check_mrope(positions: np.ndarray, delta: int, output, request_id) -> None:
 def _delta_of(value, request_id) -> int:
     """SGLang's delta: an int, or a one-value integer tensor or array (``[[delta]]``), read exactly (a float,
     a string, a second value or a wider tensor is refused, never truncated or copied)."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int.__index__(value)  # an int subclass's own __int__ is not asked
+    if isinstance(value, np.integer):
         return int(value)
     if value is None or not hasattr(value, "shape"):
         raise MropeLengthError("mrope_position_delta", "an int or a one-value integer tensor",
@@ -191,11 +199,14 @@ def _delta_of(value, request_id) -> int:
 def _embedding_rows(embeddings, request_id) -> dict:
     rows = {}
     for modality, tensor in (embeddings or {}).items():
-        shape = getattr(tensor, "shape", None)
-        if shape is None or len(shape) != 2:
-            raise EmbeddingCountError(f"embeddings[{modality_name(modality)}].shape", "[rows, width]",
-                                      None if shape is None else list(shape), request_id=request_id)
-        rows[modality_name(modality)] = int(shape[0])
+        field = f"embeddings[{modality_name(modality)}].shape"
+        try:
+            shape = shape_of(getattr(tensor, "shape", None), field=field, request_id=request_id)
+        except MropeLengthError as exc:  # (shape_of's class is the mRoPE one's)
+            raise EmbeddingCountError(field, "[rows, width]", exc.actual, request_id=request_id) from None
+        if len(shape) != 2:
+            raise EmbeddingCountError(field, "[rows, width]", list(shape), request_id=request_id)
+        rows[modality_name(modality)] = shape[0]  # a plain int: read strictly
     return rows
 
 

@@ -21,10 +21,11 @@ import numpy as np
 
 from ..adapters.base import typed_adapter
 from ..checks import accept_layout
-from ..errors import typed_failures
+from ..errors import EmbeddingCountError, typed_failures
 from ..glue.unexpanded import LAYOUT_KWARG, embedding_tensors, raw_prompt_ids, video_timestamps
 from ..layout import HandoffLayout
 from ..layout.items import IMAGE
+from ..reading import plain_sequence, read_count
 
 
 @attrs.frozen(eq=False)
@@ -47,13 +48,22 @@ class EmbedsRequest:
         return out
 
 
+@typed_failures("embeddings")
 def item_embeddings(rows, deepstack: Sequence = (), item_rows: Sequence[int] | None = None) -> list:
     """Per-item tensors ``(rows_i, hidden * (1 + levels))``: the deepstack levels concatenated after the
-    vision tower's rows, in the model's level order, split by ``item_rows`` (rows in sequence order)."""
+    vision tower's rows, in the model's level order, split by ``item_rows`` (rows in sequence order, plain
+    counts that add up to the rows: never truncated)."""
     import torch
 
     full = torch.cat([torch.as_tensor(rows)] + [torch.as_tensor(d) for d in deepstack], dim=1)
-    sizes = [int(full.shape[0])] if item_rows is None else [int(n) for n in item_rows]
+    if item_rows is None:
+        return [full]
+    if not isinstance(item_rows, (list, tuple)):
+        raise EmbeddingCountError("item_rows", "a list of row counts, one per item", type(item_rows).__name__)
+    sizes = [read_count(n, f"item_rows[{i}]", None, EmbeddingCountError)
+             for i, n in enumerate(plain_sequence(item_rows))]
+    if sum(sizes) != full.shape[0]:
+        raise EmbeddingCountError("item_rows", f"counts adding up to the {full.shape[0]} rows", sum(sizes))
     return list(torch.split(full, sizes, dim=0))
 
 

@@ -381,6 +381,112 @@ def test_carriers_take_float_tensors_only_and_end_typed():
             refused(lambda entry=entry, bad=bad: entry(layout, [bad], QWEN, request_id="r"), field="embeddings")
 
 
+def test_every_glue_helper_ends_typed_and_reads_strictly():
+    """The engines' helper functions: an odd request, output or count is a typed error naming it (nothing
+    stored, nothing truncated or parsed)."""
+    import torch
+
+    from mm_handoff import sglang, vllm
+
+    _, grid, _, expanded = _video_prompt(frames=4)
+    layout = QWEN.derive_layout(expanded, video_grid_thw=grid)
+    rows = torch.zeros(layout.num_pads, 8)
+
+    class Raising:
+        @property
+        def mm_processor_kwargs(self):
+            raise RuntimeError("hostile")
+
+    odd_offsets = _sglang_output(layout)
+    odd_offsets.mm_items[0].offsets = [(9.7, 12.7)]
+    tensor_offsets = _sglang_output(layout)
+    tensor_offsets.mm_items[0].offsets = torch.tensor([[2, 3], [4, 5]])
+    for call, field in (
+        (lambda: sglang.output_runs(object()), "mm_items offsets"),
+        (lambda: sglang.output_runs(odd_offsets), "mm_items[0].offsets"),
+        (lambda: sglang.check_mm_output(odd_offsets, layout.to_wire(), QWEN, video_grid_thw=grid), "mm_items"),
+        (lambda: sglang.attach_layout(None, layout), "request"),
+        (lambda: sglang.attach_layout((), layout), "request"),
+        (lambda: sglang.attach_layout({"mm_processor_kwargs": [1, 2]}, layout), "request.mm_processor_kwargs"),
+        (lambda: sglang.attach_layout({}, 5), "layout"),
+        (lambda: sglang.carried_layout(Raising()), "request.mm_processor_kwargs"),
+        (lambda: vllm.item_embeddings(rows, item_rows=[5]), "item_rows"),
+        (lambda: vllm.item_embeddings(None), "embeddings"),
+        (lambda: vllm.item_embeddings(rows, item_rows=[1.5, layout.num_pads - 1.5]), "item_rows[0]"),
+        (lambda: vllm.item_embeddings(rows, item_rows=iter([layout.num_pads])), "item_rows"),
+    ):
+        refused(call, field=field)
+    assert sglang.output_runs(tensor_offsets)[:2] == [("video", 2, 4), ("video", 4, 6)]
+    request = sglang.attach_layout({}, layout)
+    assert sglang.carried_layout(request) == layout.to_wire()
+    assert [len(e) for e in vllm.item_embeddings(rows, item_rows=[2, layout.num_pads - 2])] == [2, layout.num_pads - 2]
+
+
+def test_sglang_embedding_rows_and_delta_are_read_strictly():
+    import torch
+
+    from mm_handoff import sglang
+
+    _, grid, _, expanded = _video_prompt(frames=4)
+    layout = QWEN.derive_layout(expanded, video_grid_thw=grid)
+
+    class Shaped:
+        def __init__(self, shape):
+            self.shape = shape
+
+    for shape in ((layout.num_pads + 0.5, 8), (str(layout.num_pads), 8), (layout.num_pads,)):
+        refused(lambda shape=shape: sglang.check_mm_output(_sglang_output(layout), layout.to_wire(), QWEN,
+                                                           video_grid_thw=grid, embeddings={"video": Shaped(shape)}),
+                field="embeddings[video]")
+    sglang.check_mm_output(_sglang_output(layout), layout.to_wire(), QWEN, video_grid_thw=grid,
+                           embeddings={"video": torch.zeros(layout.num_pads, 8)})
+
+    class Lying(int):
+        def __int__(self):
+            return layout.mrope_position_delta
+
+    output = _sglang_output(layout)
+    output.mrope_position_delta = Lying(999)
+    refused(lambda: sglang.check_mm_output(output, layout.to_wire(), QWEN, video_grid_thw=grid),
+            field="mrope_position_delta")
+
+
+def test_carriers_take_float_arrays_in_any_byte_order_and_stride():
+    from mm_handoff import sglang, vllm
+
+    _, grid, _, expanded = _video_prompt(frames=4)
+    layout = QWEN.derive_layout(expanded, video_grid_thw=grid)
+    n, width = layout.num_pads, QWEN.handle_row_width
+    base = np.arange(n * width, dtype=np.float32).reshape(n, width)
+    for arr in (np.flip(base, axis=0), base.astype(">f4"), base[:, ::-1], np.asfortranarray(base)):
+        for entry in (vllm.embeds_request, sglang.epd_inputs):
+            built = entry(layout, [arr], QWEN)
+            data = built.multi_modal_data["video"]["video_embeds"] if entry is vllm.embeds_request \
+                else built.embeddings["video"]
+            assert np.array_equal(data.numpy(), np.asarray(arr, dtype=np.float32))
+
+
+def test_messages_stay_within_their_bound_whatever_their_parts():
+    from mm_handoff import sglang
+
+    exc = refused(lambda: sglang.check_stamped("qwen3_vl", [[1, 2, 2]] * 200, None, request_id="x" * 5000))
+    assert len(str(exc)) <= 1000
+    assert "<unprintable" not in str(HandoffError("fps", "a number", np.array(2.5)))
+
+
+def test_an_error_whose_values_cannot_be_pickled_crosses_processes_printed():
+    import pickle
+
+    class Local:
+        def __repr__(self):
+            return "Local()"
+
+    exc = HandoffError("fps", "a number", Local(), request_id="r", hint="h")
+    back = pickle.loads(pickle.dumps(exc))
+    assert (back.field, back.expected, back.actual, back.request_id, back.hint) == ("fps", "a number", "Local()",
+                                                                                     "r", "h")
+
+
 def test_a_raw_prompt_holds_exactly_one_placeholder_per_item():
     from mm_handoff import vllm
 
