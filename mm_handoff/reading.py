@@ -273,25 +273,68 @@ def video_metadata_of(video_metadata, limits: Limits | None = None, *, request_i
             raise HandoffError(f"video_metadata[{j}].frames_indices", f"at most {limits.max_frames} frame indices "
                                "over all videos (limits.max_frames)", f"{total} up to this video",
                                request_id=request_id, hint="raise the limits for longer videos")
-        if snapshot is not None and isinstance(snapshot["frames_indices"], (list, tuple)):
-            snapshot["frames_indices"] = plain_sequence(snapshot["frames_indices"])  # as counted
+        if snapshot is not None:
+            snapshot["frames_indices"] = _frames_copy(snapshot["frames_indices"])  # as counted, nobody else's
         out.append(snapshot)
     return out
 
 
 _METADATA_FIELDS = ("fps", "frames_indices", "total_num_frames")
+#: the most fields of one video's metadata a snapshot copies besides the three it reads
+_MAX_METADATA_FIELDS = 64
 
 
-def _snapshot(meta, j: int, request_id) -> dict | None:
+class VideoMetadataSnapshot(dict):
+    """One video's metadata as read once: a dict of its fields (HF's ``VideoMetadata`` is a mapping), each
+    also an attribute, so an adapter reads it either way; ``frames_indices`` is a copy of what was counted."""
+
+    def __getattr__(self, name: str):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def _snapshot(meta, j: int, request_id) -> VideoMetadataSnapshot | None:
     if meta is None:
         return None
     try:
         if isinstance(meta, Mapping):
-            return {name: meta.get(name, None) for name in _METADATA_FIELDS}
-        return {name: getattr(meta, name, None) for name in _METADATA_FIELDS}
+            read = {name: meta.get(name, None) for name in _METADATA_FIELDS}
+        else:
+            read = {name: getattr(meta, name, None) for name in _METADATA_FIELDS}
     except Exception as exc:
         raise HandoffError(f"video_metadata[{j}]", "readable video metadata (fps, frames_indices)",
                            type(exc).__name__, request_id=request_id) from exc
+    return VideoMetadataSnapshot({**_other_fields(meta), **read})
+
+
+def _other_fields(meta) -> dict:
+    """The rest of a metadata's fields, for an adapter that reads more than the three (``duration``, say):
+    a mapping's items or an object's attributes, at most :data:`_MAX_METADATA_FIELDS` of them; none when
+    there are more or they cannot be read."""
+    try:
+        fields = meta if isinstance(meta, Mapping) else getattr(meta, "__dict__", None)
+        if not isinstance(fields, Mapping) or len(fields) > _MAX_METADATA_FIELDS:
+            return {}
+        return dict(itertools.islice(fields.items(), _MAX_METADATA_FIELDS))
+    except Exception:  # what the package reads is read above; the rest is a courtesy
+        return {}
+
+
+def _frames_copy(indices):
+    """A counted frame list as a list of its own (an array or tensor as its values: bounded by the count)."""
+    if isinstance(indices, list):
+        return list.__getitem__(indices, slice(None))  # a new plain list of what it stores
+    if isinstance(indices, tuple):
+        return plain_sequence(indices)
+    shape = getattr(indices, "shape", None)
+    if hasattr(indices, "tolist") and isinstance(shape, tuple) and len(shape) == 1:
+        try:
+            return indices.tolist()
+        except Exception:  # its reader names it
+            return indices
+    return indices
 
 
 def _frame_count(indices) -> int:

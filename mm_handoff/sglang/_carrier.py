@@ -106,9 +106,9 @@ def attach_layout(request, layout: HandoffLayout | dict):
     else:
         raise HandoffError("layout", "a HandoffLayout or its wire form (a dict)", type(layout).__name__)
     is_dict = isinstance(request, dict)
-    if not is_dict and not hasattr(request, "mm_processor_kwargs"):
+    if request is None or isinstance(request, (tuple, list, str, bytes)):
         raise HandoffError("request", "a GenerateReqInput or its JSON dict", type(request).__name__)
-    kwargs = dict.get(request, "mm_processor_kwargs") if is_dict else request.mm_processor_kwargs
+    kwargs = dict.get(request, "mm_processor_kwargs") if is_dict else getattr(request, "mm_processor_kwargs", None)
     if kwargs is not None and not isinstance(kwargs, dict):
         raise HandoffError("request.mm_processor_kwargs", "a dict or None", type(kwargs).__name__)
     merged = {**(kwargs or {}), LAYOUT_KWARG: wire}

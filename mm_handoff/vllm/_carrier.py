@@ -13,6 +13,7 @@ layout read back from the prompt, which print the same) give the same text.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,7 +26,7 @@ from ..errors import EmbeddingCountError, typed_failures
 from ..glue.unexpanded import LAYOUT_KWARG, embedding_tensors, raw_prompt_ids, video_timestamps
 from ..layout import HandoffLayout
 from ..layout.items import IMAGE
-from ..reading import plain_sequence, read_count
+from ..reading import plain_sequence, strict_int
 
 
 @attrs.frozen(eq=False)
@@ -58,13 +59,34 @@ def item_embeddings(rows, deepstack: Sequence = (), item_rows: Sequence[int] | N
     full = torch.cat([torch.as_tensor(rows)] + [torch.as_tensor(d) for d in deepstack], dim=1)
     if item_rows is None:
         return [full]
-    if not isinstance(item_rows, (list, tuple)):
-        raise EmbeddingCountError("item_rows", "a list of row counts, one per item", type(item_rows).__name__)
-    sizes = [read_count(n, f"item_rows[{i}]", None, EmbeddingCountError)
-             for i, n in enumerate(plain_sequence(item_rows))]
+    sizes = _row_counts(item_rows, int(full.shape[0]))
     if sum(sizes) != full.shape[0]:
         raise EmbeddingCountError("item_rows", f"counts adding up to the {full.shape[0]} rows", sum(sizes))
     return list(torch.split(full, sizes, dim=0))
+
+
+def _row_counts(item_rows, rows: int) -> list:
+    """Rows per item as plain ints (a list, a 1-D integer tensor or array, any iterable), at most one per
+    row read; integral values only (``8.0`` is 8, ``8.5`` an error), never negative."""
+    shape = getattr(item_rows, "shape", None)
+    if isinstance(item_rows, (list, tuple)):
+        values = plain_sequence(item_rows)[:rows + 1]
+    elif isinstance(shape, tuple) and hasattr(item_rows, "tolist"):
+        if len(shape) != 1 or int(shape[0]) > rows + 1:
+            raise EmbeddingCountError("item_rows", f"at most {rows} row counts, one per item", f"shape {list(shape)}")
+        values = item_rows.tolist()
+    else:
+        values = list(itertools.islice(item_rows, rows + 1))
+    out = []
+    for i, n in enumerate(values):
+        try:
+            count = strict_int(n)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise EmbeddingCountError(f"item_rows[{i}]", "a row count (an int)", n) from exc
+        if count < 0:
+            raise EmbeddingCountError(f"item_rows[{i}]", "a row count (an int >= 0)", count)
+        out.append(count)
+    return out
 
 
 @typed_failures("embeddings")

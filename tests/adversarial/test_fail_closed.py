@@ -413,13 +413,17 @@ def test_every_glue_helper_ends_typed_and_reads_strictly():
         (lambda: vllm.item_embeddings(rows, item_rows=[5]), "item_rows"),
         (lambda: vllm.item_embeddings(None), "embeddings"),
         (lambda: vllm.item_embeddings(rows, item_rows=[1.5, layout.num_pads - 1.5]), "item_rows[0]"),
-        (lambda: vllm.item_embeddings(rows, item_rows=iter([layout.num_pads])), "item_rows"),
+        (lambda: vllm.item_embeddings(rows, item_rows=[-1, layout.num_pads + 1]), "item_rows[0]"),
+        (lambda: vllm.item_embeddings(rows, item_rows=torch.ones(2, 2, dtype=torch.int64)), "item_rows"),
     ):
         refused(call, field=field)
     assert sglang.output_runs(tensor_offsets)[:2] == [("video", 2, 4), ("video", 4, 6)]
     request = sglang.attach_layout({}, layout)
     assert sglang.carried_layout(request) == layout.to_wire()
-    assert [len(e) for e in vllm.item_embeddings(rows, item_rows=[2, layout.num_pads - 2])] == [2, layout.num_pads - 2]
+    n = layout.num_pads
+    for sizes in ([2, n - 2], (2, n - 2), torch.tensor([2, n - 2]), np.array([2, n - 2]), [torch.tensor(2),
+                  torch.tensor(n - 2)], [2.0, float(n - 2)], iter([2, n - 2]), range(2, n - 1, n - 4)):
+        assert [len(e) for e in vllm.item_embeddings(rows, item_rows=sizes)] == [2, n - 2], sizes
 
 
 def test_sglang_embedding_rows_and_delta_are_read_strictly():
@@ -550,6 +554,46 @@ def test_video_metadata_is_read_once_so_what_was_counted_is_what_is_used():
                  lambda m: mm_handoff.validate(layout, QWEN, video_metadata=m).prompt_len):
         flips = [_Flip(fps=2.0) for _ in range(videos)]
         assert answer(lambda call=call, flips=flips: call(flips))[0] == call(honest)
+
+
+def test_an_adapter_reads_a_videos_metadata_as_the_caller_gave_it():
+    """What an adapter is handed is the metadata read once: every field of it (``duration`` too), by key or
+    by attribute, and its own copy of the frame list."""
+    from transformers.video_utils import VideoMetadata
+
+    seen = []
+
+    class Reading(type(QWEN)):
+        def video_timestamps(self, metadata, index=0, *, limits=None, request_id=None):
+            seen.append((metadata.fps, metadata["duration"], metadata.get("total_num_frames")))
+            return super().video_timestamps(metadata, index, limits=limits, request_id=request_id)
+
+    adapter = Reading()
+    raw, grid, _, expanded = _video_prompt(frames=4)
+    meta = [VideoMetadata(total_num_frames=16, fps=2.0, duration=8.0, frames_indices=np.array([0, 1, 2, 3]))]
+    assert adapter.rebuild_token_ids(raw, video_grid_thw=grid, video_metadata=meta).tolist() == expanded.tolist()
+    layout = adapter.derive_layout(expanded, video_grid_thw=grid)
+    assert mm_handoff.validate(layout, adapter, video_metadata=meta)
+    assert seen == [(2.0, 8.0, 16)] * 2
+
+
+def test_a_counted_frame_list_cannot_change_afterwards():
+    """A later video's metadata that rewrites an earlier video's list after it was read changes nothing: what
+    was read is a copy."""
+    first = {"fps": 2.0, "frames_indices": [0, 1, 2, 3]}
+
+    class Rewriting(dict):
+        def get(self, key, default=None):
+            if key == "frames_indices":
+                first["frames_indices"][2:] = [6, 7]
+            return dict.get(self, key, default)
+
+    raw = [100] + [S.vision_start, S.video_pad, S.vision_end] * 2
+    grids = [[2, 2, 2]] * 2
+    honest = [{"fps": 2.0, "frames_indices": [0, 1, 2, 3]}] * 2
+    expected = QWEN.rebuild_token_ids(raw, video_grid_thw=grids, video_metadata=honest).tolist()
+    rewriting = Rewriting(fps=2.0, frames_indices=[0, 1, 2, 3])
+    assert QWEN.rebuild_token_ids(raw, video_grid_thw=grids, video_metadata=[first, rewriting]).tolist() == expected
 
 
 def test_frame_indices_in_an_array_without_a_shape_are_refused_unread():
