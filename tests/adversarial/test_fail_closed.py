@@ -517,6 +517,11 @@ def test_any_sized_sequence_of_ids_is_counted_before_it_is_converted():
     refused(lambda: HandoffLayout.from_rle(range(3 * 10**7), range(3 * 10**7), [], S, family="qwen3_vl",
                                            convention="pad_only", limits=tight), field="rle")
     assert QWEN.derive_layout(array.array("i", [100] * 10), mrope=False, limits=tight).prompt_len == 10
+    refused(lambda: HandoffLayout(range(3 * 10**7), [], S, family="qwen3_vl", convention="pad_only"),
+            field="token_ids")
+    refused(lambda: HandoffLayout([100] * 11, [], S, family="qwen3_vl", convention="pad_only", limits=tight),
+            field="token_ids")
+    assert HandoffLayout([100] * 10, [], S, family="qwen3_vl", convention="pad_only", limits=tight).prompt_len == 10
 
 
 def test_mrope_ids_of_another_length_are_refused_before_they_are_copied():
