@@ -170,7 +170,8 @@ def _state_of(exc: BaseException) -> dict:
     """An exception's attributes, its slots included, each list (``__notes__``) copied."""
     state = dict(getattr(exc, "__dict__", {}))
     for cls in type(exc).__mro__:
-        for name in cls.__dict__.get("__slots__", ()):
+        slots = cls.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
             if name not in ("__dict__", "__weakref__") and hasattr(exc, name):
                 state[name] = getattr(exc, name)
     return {k: list(v) if type(v) is list else v for k, v in state.items()}

@@ -250,9 +250,10 @@ def resolve_limits(limits: Limits | None) -> Limits:
 
 
 def video_metadata_of(video_metadata, limits: Limits | None = None, *, request_id=None) -> list | None:
-    """One request's video metadata, read once: per video a plain dict of its ``fps``, ``frames_indices`` and
-    ``total_num_frames`` (None for None), whatever the caller's mapping or object, so what is counted is what
-    is used afterwards (a mapping whose ``get`` answers differently later changes nothing). The frame indices
+    """One request's video metadata, read once: per video a :class:`VideoMetadataSnapshot` of its fields, its
+    ``fps``, ``frames_indices`` (copied) and ``total_num_frames`` read exactly once (None for None), whatever
+    the caller's mapping or object, so what is counted is what is used afterwards (a mapping whose ``get``
+    answers differently later changes nothing). The frame indices
     of all videos together stay within ``limits.max_frames``, counted from their lengths before any list is
     read (one metadata shared by 256 videos counts 256 times); None stays None."""
     limits = resolve_limits(limits)

@@ -120,13 +120,9 @@ class HandoffLayout:
     def __init__(self, token_ids, items, spec: TokenSpec, *, family: str, convention: str,
                  mrope_position_ids=None, mrope_position_delta=None, tokenizer_digest: str | None = None,
                  limits=None) -> None:
-        most = resolve_limits(limits).max_prompt_len
-        size = claimed_size(token_ids)
-        if size is not None and size > most:  # counted before anything is converted
-            raise LayoutError("token_ids", f"at most {most} ids (limits.max_prompt_len)", size,
-                              hint="raise the limits for longer prompts")
-        check_mrope_claim(mrope_position_ids, size)
-        token_ids = readonly_ids(token_ids, "token_ids", max_len=most)  # (and once converted)
+        # the ids counted before they are converted (and once converted), then the mRoPE ids against them
+        token_ids = readonly_ids(token_ids, "token_ids", max_len=resolve_limits(limits).max_prompt_len)
+        check_mrope_claim(mrope_position_ids, int(token_ids.shape[0]))
         self.__attrs_init__(token_ids, items, spec, family=family, convention=convention,
                             mrope_position_ids=mrope_position_ids, mrope_position_delta=mrope_position_delta,
                             tokenizer_digest=tokenizer_digest)

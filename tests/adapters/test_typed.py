@@ -278,7 +278,7 @@ class _OwnNew(LayoutError):
 
 
 class _Slots(LayoutError):
-    __slots__ = ("code",)
+    __slots__ = "code"  # (a string names one slot)
 
     def __init__(self, field, code):
         super().__init__(field, "x", "y")
