@@ -20,6 +20,10 @@ class EdgeTimestampTokenizer:
     def convert_tokens_to_ids(self, token):
         return None
 
+    def convert_ids_to_tokens(self, token_id):
+        """Text ids read as letters: nothing merges with a timestamp's ``<`` after them."""
+        return "a"
+
     def encode(self, text, add_special_tokens=False):
         out, i = [], 0
         while i < len(text):
@@ -63,6 +67,10 @@ def prompts(draw, family: str | None = None, *, max_items: int = 3, convention: 
             raw += [spec.image_pad]
             image_grids.append((1, m * draw(st.integers(1, image_side)), m * draw(st.integers(1, image_side))))
         else:
+            if convention == "replace_wrapper" and family != "cosmos3_edge":
+                # the trio is replaced, so the text before it touches the first timestamp: a newline, after
+                # which a '<' stands alone (the adapter has no tokenizer to settle anything else)
+                raw.insert(len(raw) - 1, 198)
             raw += [spec.video_pad]
             frames = draw(st.integers(1, max_frames))
             t = -(-frames // spec.temporal_patch_size)

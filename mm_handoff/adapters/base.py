@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import AdapterError, GridMismatchError, HandoffError, typed_failures
+from ..errors import AdapterError, GridMismatchError, HandoffError, TokenMismatchError, typed_failures
 from ..layout import HandoffLayout
 from ..layout.spec import REPLACE_WRAPPER, TokenSpec, item_lengths, normalize_grids
 from ..layout.tokens import check_token_ids, read_only, readonly_ids
@@ -30,7 +30,8 @@ from ..reading import Limits, resolve_limits
 #: the methods an engine or a user calls on an adapter once per request: each raises only HandoffError (an
 #: untyped failure of any adapter, this package's or a third party's, becomes an AdapterError naming it)
 ENTRY_METHODS = ("derive_layout", "rebuild_token_ids", "stock_token_ids", "rebuild_layout", "mrope_positions",
-                 "mrope_delta", "layout_mrope_delta", "check_prompt", "video_timestamps", "check_video_metadata")
+                 "mrope_delta", "layout_mrope_delta", "check_prompt", "video_timestamps", "check_video_metadata",
+                 "settle_first_timestamp")
 
 _ENTRY_SET = frozenset(ENTRY_METHODS)
 
@@ -249,7 +250,7 @@ class Adapter(metaclass=_TypedClass):
                                     request_id=request_id, hint="the prompt is not the one the encoder expanded")
         ids = layout.token_ids
         cursor = anchor = 0  # where the next text segment starts, in the prompt and in the layout's ids
-        segments = []  # (the item it precedes, layout ids [a, b), prompt ids [c, d)) of every text segment
+        segments = []  # (the item it precedes, the layout's ids, the prompt's ids as they expand) per text segment
         for k, (p, item) in enumerate(zip(places.tolist(), layout.items, strict=True)):
             lo, hi = self.placeholder_span(raw, p, item.modality, cursor, layout.convention)
             start, end = self.expansion_span(layout, k, request_id=request_id)
@@ -257,20 +258,40 @@ class Adapter(metaclass=_TypedClass):
                 raise GridMismatchError(f"items[{k}]", f"an expansion starting at or after {anchor} (the end of "
                                         "the previous item's)", start, request_id=request_id,
                                         hint="two items' expansions overlap: a marker between them is missing")
-            segments.append((k, anchor, start, cursor, lo))
+            text = raw[cursor:lo]
+            if item.modality == "video":  # the first timestamp's '<' as HF's tokenizer reads it after this text
+                n, first_open = self.settle_first_timestamp(text, field=f"prompt text before item {k}",
+                                                            request_id=request_id)
+                if first_open and (n or ids[start] != first_open[-1]):
+                    text = np.concatenate([text[:text.shape[0] - n], np.asarray(first_open[:-1], dtype=text.dtype)])
+                    if ids[start] != first_open[-1]:
+                        raise TokenMismatchError(f"items[{k}] first timestamp", f"'<' as token {first_open[-1]} "
+                                                 "(HF's tokenizer on this prompt's text)", int(ids[start]),
+                                                 index=start, request_id=request_id,
+                                                 hint="the layout's ids are not what this prompt expands to")
+            segments.append((k, ids[anchor:start], text))
             cursor, anchor = hi, end
-        segments.append((len(places), anchor, len(ids), cursor, len(raw)))
+        segments.append((len(places), ids[anchor:], raw[cursor:]))
         # one comparison of all the text (as bytes) when every segment has its length; else, or on a
         # difference, the first segment that differs names it
-        if all(b - a == d - c for _, a, b, c, d in segments) and b"".join(
-                [ids[a:b].tobytes() for _, a, b, _, _ in segments]) == b"".join(
-                [raw[c:d].tobytes() for _, _, _, c, d in segments]):
+        if all(a.shape[0] == b.shape[0] for _, a, b in segments) and b"".join(
+                [a.astype(np.int32, copy=False).tobytes() for _, a, _ in segments]) == b"".join(
+                [b.astype(np.int32, copy=False).tobytes() for _, _, b in segments]):
             return
-        for k, a, b, c, d in segments:
+        for k, a, b in segments:
             field = ("prompt text before the first item" if k == 0 else f"prompt text before item {k}") \
                 if k < len(places) else "prompt text after the last item" if k else "prompt text"
-            check_token_ids(ids[a:b], raw[c:d], request_id=request_id, field=field,
+            check_token_ids(a, b, request_id=request_id, field=field,
                             limits=Limits(max_prompt_len=layout.prompt_len))  # (both bounded by the layout)
+
+    def settle_first_timestamp(self, text_ids, *, field: str = "prompt text", limits=None,
+                               request_id=None) -> tuple:
+        """``(n, ids)``: the last ``n`` of ``text_ids`` (the prompt's text right before a video placeholder) and
+        the video's first timestamp token are ``ids`` once expanded. A family whose processor tokenizes the
+        expanded text whole overrides it (the Qwen layout: ``Ġ<`` after a space); by default nothing merges:
+        ``(0, [<the spec's '<'>])``, or ``(0, [])`` without a timestamp vocabulary."""
+        vocab = self.spec.timestamps
+        return 0, ([] if vocab is None else [vocab.open])
 
     def placeholder_span(self, raw: np.ndarray, p: int, modality: str, cursor: int, convention: str) -> tuple:
         """``[lo, hi)`` of the prompt that the placeholder at ``p`` stands for: the pad alone, except

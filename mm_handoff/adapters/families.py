@@ -9,6 +9,7 @@ and mRoPE; a class states only what differs from Qwen3-VL.
 from __future__ import annotations
 
 from ..layout.spec import REPLACE_WRAPPER
+from ..layout.vocabularies import QWEN3_5
 from .qwen_layout import QwenLayoutAdapter
 
 
@@ -38,7 +39,7 @@ class Qwen3_5Adapter(QwenLayoutAdapter):
 
     family = "qwen3_5"
     default_ids = {"image_pad": 248056, "video_pad": 248057, "vision_start": 248053, "vision_end": 248054}
-    default_seconds_id = 6283
+    vocabulary = QWEN3_5
     default_deepstack_levels = 0
     default_hidden_size = None
 
@@ -61,7 +62,7 @@ class Cosmos3EdgeAdapter(QwenLayoutAdapter):
 
     family = "cosmos3_edge"
     default_ids = {"image_pad": 19, "video_pad": 18, "vision_start": 20, "vision_end": 21}
-    default_seconds_id = None
+    vocabulary = None
     default_temporal_patch_size = 1
     default_deepstack_levels = 0
     default_hidden_size = None

@@ -34,12 +34,11 @@ from ..layout.spec import (
     strict_int,
 )
 from ..layout.tokens import read_only, readonly_ids
+from ..layout.vocabularies import QWEN3, Vocabulary
 from ..reading import resolve_limits, sequence_len, video_metadata_of
 from .base import Adapter
+from .text_boundary import BoundaryReader, settle_without_tokenizer
 from .timestamps import MAX_SECONDS, calculate_timestamps, format_timestamp, metadata_fields
-
-#: '0'..'9' are single byte-level tokens 15..24 in the Qwen3 and Qwen3.5 vocabularies
-QWEN_TIMESTAMP_DIGITS = tuple(range(15, 25))
 
 _SPECIAL_NAMES = {
     "image_pad": "<|image_pad|>",
@@ -117,7 +116,19 @@ def _timestamp_vocab_from_tokenizer(tokenizer) -> TimestampVocab | None:
     probe = tokenizer.encode(format_timestamp(12.5), add_special_tokens=False)
     if probe != [ids[0], ids[4], ids[5], ids[2], ids[8], seconds[0], ids[1]]:
         return None
-    return TimestampVocab(open=ids[0], close=ids[1], dot=ids[2], seconds=seconds[0], digits=ids[3:])
+    return TimestampVocab(open=ids[0], close=ids[1], dot=ids[2], seconds=seconds[0], digits=ids[3:],
+                          open_merged=_merged_opens(tokenizer, ids[0]))
+
+
+def _merged_opens(tokenizer, open_id: int) -> tuple:
+    """The tokenizer's tokens longer than ``<`` that end in it (byte-level: ``<`` is itself in the alphabet)."""
+    try:
+        vocab = tokenizer.get_vocab()
+        added = set(getattr(tokenizer, "added_tokens_decoder", None) or ())
+    except Exception:
+        return ()
+    return tuple(sorted(i for piece, i in vocab.items()
+                        if len(piece) > 1 and piece.endswith("<") and i not in added and i != open_id))
 
 
 class QwenLayoutAdapter(Adapter):
@@ -126,7 +137,8 @@ class QwenLayoutAdapter(Adapter):
     #: family defaults, overridden by subclasses
     family = "qwen3_vl"
     default_ids = {"image_pad": 151655, "video_pad": 151656, "vision_start": 151652, "vision_end": 151653}
-    default_seconds_id: int | None = 6486
+    #: the released vocabulary (timestamp ids, added tokens, merged '<'); None: unknown without the tokenizer
+    vocabulary: Vocabulary | None = QWEN3
     default_temporal_patch_size = 2
     default_merge_size = 2
     default_deepstack_levels = 3
@@ -150,11 +162,12 @@ class QwenLayoutAdapter(Adapter):
         temporal = _strict(_cfg(config, "temporal_patch_size", default=self.default_temporal_patch_size),
                            "config.temporal_patch_size") \
             if self.fixed_convention is None else self.default_temporal_patch_size
+        known = self.vocabulary
         if tokenizer is not None:
             vocab = _timestamp_vocab_from_tokenizer(tokenizer)
-        elif self.default_seconds_id is not None:
-            vocab = TimestampVocab(open=27, close=29, dot=13, seconds=self.default_seconds_id,
-                                   digits=QWEN_TIMESTAMP_DIGITS)
+        elif known is not None:
+            vocab = TimestampVocab(open=known.open, close=known.close, dot=known.dot, seconds=known.seconds,
+                                   digits=known.digits, open_merged=known.open_merged)
         else:
             vocab = None
         self.spec = TokenSpec(merge_size=merge, temporal_patch_size=temporal, timestamps=vocab, **ids)
@@ -177,6 +190,9 @@ class QwenLayoutAdapter(Adapter):
         self.hidden_size = _strict(hidden, "config.hidden_size") if hidden is not None else (
             self.default_hidden_size if config is None else None)
         self._tokenizer = tokenizer
+        # the '<' of a video's first timestamp, settled against the text before it (a byte-level tokenizer)
+        self._boundary = BoundaryReader(tokenizer, vocab.open, vocab.open_merged, ids.values()) \
+            if vocab is not None and callable(getattr(tokenizer, "convert_ids_to_tokens", None)) else None
         # ``<t seconds>`` -> ids: a few bytes each, kept up to 256 KiB (a long video has ~1 KiB of them)
         self._ts_cache = ByteBoundedCache(max_bytes=256 << 10, max_item_bytes=1024)
 
@@ -204,6 +220,25 @@ class QwenLayoutAdapter(Adapter):
     def timestamp_ids(self, text: str) -> np.ndarray:
         """Token ids of one ``<t seconds>`` string (cached, bounded; special tokens isolate it)."""
         return self._ts_cache.get(text, lambda: self._spell(text))
+
+    def settle_first_timestamp(self, text_ids, *, field: str = "prompt text", limits=None,
+                               request_id=None) -> tuple:
+        """``(n, ids)``: the last ``n`` of ``text_ids`` (the prompt's text right before a video placeholder) and
+        the first timestamp's ``<`` are ``ids`` as HF's tokenizer reads the whole expanded text (``Ġ<`` after
+        a space, ``:<`` after a colon); ``(0, [<])`` when the ``<`` stands alone. Without the tokenizer, a
+        typed error wherever it might merge."""
+        vocab = self.spec.timestamps
+        if vocab is None:
+            raise HandoffError("tokenizer", "a tokenizer to spell timestamps", None, request_id=request_id,
+                               hint=f"{self.family}'s timestamp ids are not known without its tokenizer")
+        text_ids = np.asarray(text_ids)
+        if self._boundary is not None:
+            return self._boundary.settle(text_ids, field=field, request_id=request_id)
+        known = self.vocabulary if self._tokenizer is None else None  # (a tokenizer's own ids are not the table's)
+        safe = frozenset((self.spec.image_pad, self.spec.video_pad, self.spec.vision_start, self.spec.vision_end,
+                          *(known.newline_ids if known is not None else ())))
+        return settle_without_tokenizer(text_ids, vocab.open, safe, known.first_added_id if known else None,
+                                        field=field, request_id=request_id)
 
     def _spell(self, text: str) -> np.ndarray:
         vocab = self.spec.timestamps
@@ -255,7 +290,7 @@ class QwenLayoutAdapter(Adapter):
                                    item.timestamps, request_id=request_id,
                                    hint="the carried timestamps are not this request's video's")
 
-    def _video_chunk(self, grid, metadata, index: int, limits, request_id) -> np.ndarray:
+    def _video_chunk(self, grid, metadata, index: int, first_open: list, limits, request_id) -> np.ndarray:
         t, h, w = grid
         n = h * w // (self.spec.merge_size ** 2)
         seconds = self.video_timestamps(metadata, index, limits=limits, request_id=request_id)
@@ -269,7 +304,9 @@ class QwenLayoutAdapter(Adapter):
         body[-1] = self.spec.vision_end
         parts = []
         for g in range(t):
-            parts.append(self.timestamp_ids(format_timestamp(seconds[g])))
+            stamp = self.timestamp_ids(format_timestamp(seconds[g]))
+            parts.append(stamp if g or first_open == [stamp[0]] else
+                         np.concatenate([np.asarray(first_open, dtype=np.int32), stamp[1:]]))
             parts.append(body)
         return np.concatenate(parts)
 
@@ -303,8 +340,10 @@ class QwenLayoutAdapter(Adapter):
                 i_img += 1
                 continue
             lo, hi = self.placeholder_span(ids, p, "video", cursor, self.convention)
-            out.append(ids[cursor:lo])
-            out.append(self._video_chunk(video_grids[i_vid], metas[i_vid], i_vid, limits, request_id))
+            n, first_open = self.settle_first_timestamp(ids[cursor:lo], field=f"prompt text before video {i_vid}",
+                                                        request_id=request_id)
+            out.append(ids[cursor:lo - n])
+            out.append(self._video_chunk(video_grids[i_vid], metas[i_vid], i_vid, first_open, limits, request_id))
             cursor = hi
             i_vid += 1
         out.append(ids[cursor:])

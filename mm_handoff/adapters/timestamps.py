@@ -2,14 +2,19 @@
 
 ``Qwen3VLProcessor._calculate_timestamps``: pad ``frames_indices`` to a multiple of the temporal
 patch by repeating the last index, divide each index by the *source* fps, average the first and last
-frame of each patch as ``(a + b) / 2`` in float64, print ``f"<{t:.1f} seconds>"`` (half-to-even on
-the binary value). An algebraically equal expression prints differently in some cases, so the
-expression and its order are kept exactly. The caller's metadata is never mutated (HF's is).
+frame of each patch as ``(a + b) / 2``, print ``f"<{t:.1f} seconds>"`` (half-to-even on the binary
+value). An algebraically equal expression prints differently in some cases, so the expression and its
+order are kept exactly, and so are the metadata's own number types: HF computes ``idx / fps`` in
+whatever the metadata holds (``np.float32(30.0)`` with frames ``[4, 5, 6, 7]`` prints ``<0.2 seconds>``
+in float32 where float64 prints ``<0.1 seconds>``), so the values are read as they are (plain and NumPy
+numbers, a one-value torch tensor for fps; nothing else) and the same expression runs on them. The
+caller's metadata is never mutated (HF's is).
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,13 +27,15 @@ from ..reading import MAX_ID, plain_sequence, sequence_len
 MAX_SECONDS = 9_999_999.9
 
 
-def calculate_timestamps(indices, video_fps: float, merge_size: int) -> list:
-    """Seconds per temporal patch, exactly as HF computes them (indices are copied, not extended)."""
+def calculate_timestamps(indices, video_fps, merge_size: int) -> list:
+    """Seconds per temporal patch, exactly as HF computes them, in the types of ``indices`` and ``video_fps``
+    (indices are copied, not extended); each returned as the float it holds (which prints as HF's value does:
+    a NumPy or torch scalar formats through its Python float)."""
     indices = list(indices.tolist() if hasattr(indices, "tolist") else indices)
     if len(indices) % merge_size != 0:
         indices.extend(indices[-1] for _ in range(merge_size - len(indices) % merge_size))
     seconds = [idx / video_fps for idx in indices]
-    return [(seconds[i] + seconds[i + merge_size - 1]) / 2 for i in range(0, len(seconds), merge_size)]
+    return [float((seconds[i] + seconds[i + merge_size - 1]) / 2) for i in range(0, len(seconds), merge_size)]
 
 
 def format_timestamp(seconds: float) -> str:
@@ -70,10 +77,10 @@ def metadata_fields(metadata: Any, index: int, *, max_frames: int, request_id=No
         raise HandoffError(field, "readable video metadata (fps, frames_indices)", type(exc).__name__,
                            request_id=request_id) from exc
     if fps is not None:
-        if isinstance(fps, bool) or not isinstance(fps, (int, float, np.floating, np.integer)) \
-                or not _finite_positive(fps):
-            raise HandoffError(f"{field}.fps", "a positive, finite number or None", fps, request_id=request_id)
-        fps = float(fps) if not isinstance(fps, int) else int.__index__(fps)
+        if not _number(fps) or not _finite_positive(fps):
+            raise HandoffError(f"{field}.fps", "a positive, finite number (a plain, NumPy or one-value torch "
+                               "number) or None", fps if type(fps) in _PLAIN else type(fps).__name__,
+                               request_id=request_id)
     if indices is not None:
         if not isinstance(indices, (list, tuple)) or not 0 < len(indices) <= max_frames:
             raise HandoffError(f"{field}.frames_indices", f"a list or 1-D array of 1 to {max_frames} frame "
@@ -86,8 +93,22 @@ def metadata_fields(metadata: Any, index: int, *, max_frames: int, request_id=No
                 or not all(0 <= i <= MAX_ID for i in indices):
             raise HandoffError(f"{field}.frames_indices", f"ints in [0, {MAX_ID}]", indices,
                                request_id=request_id)
-        indices = [int(i) for i in indices]
+        indices = list(indices)  # each as the type it is: HF divides it by fps as it is
     return {"fps": fps, "frames_indices": indices, "total_num_frames": total}
+
+
+def _number(value) -> bool:
+    """A number HF's expression may run on as it is: a plain int or float, a NumPy scalar of a real type,
+    or a torch tensor of one real value (exact types only: a subclass's arithmetic is never run)."""
+    if type(value) in _PLAIN or type(value) in _NP_NUMBERS:
+        return True
+    torch = sys.modules.get("torch")  # a torch value can only come from a process that imported torch
+    if torch is None or type(value) is not torch.Tensor:
+        return False
+    try:
+        return value.dim() == 0 and not value.dtype.is_complex and value.dtype is not torch.bool
+    except Exception:  # a tensor that cannot say its shape or type
+        return False
 
 
 def _finite_positive(value) -> bool:
@@ -97,5 +118,7 @@ def _finite_positive(value) -> bool:
         return False
 
 
+_PLAIN = (int, float)
 _NP_INTS = tuple(np.sctypeDict[name] for name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
                                                   "uint64"))
+_NP_NUMBERS = _NP_INTS + tuple(np.sctypeDict[name] for name in ("float16", "float32", "float64", "longdouble"))

@@ -16,6 +16,7 @@ import attrs
 
 from ..errors import GridMismatchError, LayoutError
 from ..reading import MAX_ID, as_int, plain_ints, plain_sequence, resolve_limits, sequence_len, strict_int
+from .vocabularies import known_open_merged
 
 #: transformers >= 5.10.1 replaces only ``<|video_pad|>``; the template's outer markers stay.
 PAD_ONLY = "pad_only"
@@ -46,6 +47,23 @@ def _digit_ids(value: Any) -> Any:
         return value
 
 
+#: the most merged-``<`` ids a vocabulary may name (the Qwen3 and Qwen3.5 vocabularies have 93 each)
+MAX_MERGED_OPENS = 4096
+_TS_KEYS = {"open", "close", "dot", "seconds", "digits"}
+
+
+def _merged_ids(value: Any) -> Any:
+    """Merged-``<`` ids as an ascending tuple of plain ints, counted before they are read; anything else is
+    returned as it is, for the validator to name."""
+    if isinstance(value, (str, bytes, bytearray)) or not isinstance(value, (list, tuple, frozenset, set)) \
+            or len(value) > MAX_MERGED_OPENS:
+        return value
+    try:
+        return tuple(sorted(as_int(d) for d in value))
+    except Exception:  # an id that is not an int
+        return value
+
+
 @attrs.frozen(cache_hash=True)
 class TimestampVocab:
     """Token ids of ``<{t:.1f} seconds>``: digits are single tokens in the Qwen vocabularies."""
@@ -60,6 +78,9 @@ class TimestampVocab:
     seconds: int = attrs.field(converter=as_int, validator=_token_id)
     #: ids of ``0`` .. ``9``
     digits: tuple = attrs.field(converter=_digit_ids)
+    #: ids of the longer tokens that end in ``<`` (``Ġ<``, ``:<``, ...): HF tokenizes the expanded text whole,
+    #: so the ``<`` of a video's first timestamp merges with spaces or punctuation right before it
+    open_merged: tuple = attrs.field(default=(), converter=_merged_ids)
 
     @digits.validator
     def _check_digits(self, attribute, value) -> None:
@@ -67,14 +88,44 @@ class TimestampVocab:
                 or any(type(d) is not int or not 0 <= d <= MAX_ID for d in value):
             raise LayoutError("spec.timestamps.digits", "10 int token ids", value)
 
+    @open_merged.validator
+    def _check_merged(self, attribute, value) -> None:
+        if type(value) is not tuple or len(value) > MAX_MERGED_OPENS \
+                or any(type(d) is not int or not 0 <= d <= MAX_ID for d in value) \
+                or any(a >= b for a, b in zip(value, value[1:], strict=False)):
+            raise LayoutError("spec.timestamps.open_merged", f"at most {MAX_MERGED_OPENS} int token ids, ascending "
+                              "and distinct", value if type(value) is not tuple else f"{len(value)} values")
+
     def __attrs_post_init__(self) -> None:
         ids = (self.open, self.close, self.dot, self.seconds, *self.digits)
         if len(set(ids)) != len(ids):
             raise LayoutError("spec.timestamps", "14 distinct ids ('<', '>', '.', ' seconds', '0'..'9')", ids)
+        if set(ids) & set(self.open_merged):
+            raise LayoutError("spec.timestamps.open_merged", "ids other than the 14 timestamp ids",
+                              sorted(set(ids) & set(self.open_merged)))
 
     def as_dict(self) -> dict:
-        return {"open": self.open, "close": self.close, "dot": self.dot,
-                "seconds": self.seconds, "digits": list(self.digits)}
+        """The plain form; ``open_merged`` is left out where it is the released vocabulary's own (93 ids that
+        :meth:`from_dict` restores from the other ids), so a payload stays small and a digest unchanged."""
+        out = {"open": self.open, "close": self.close, "dot": self.dot,
+               "seconds": self.seconds, "digits": list(self.digits)}
+        if self.open_merged != self._known_merged():
+            out["open_merged"] = list(self.open_merged)
+        return out
+
+    def _known_merged(self) -> tuple:
+        return known_open_merged(self.open, self.close, self.dot, self.seconds, self.digits) or ()
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TimestampVocab:
+        """The vocabulary of :meth:`as_dict`'s form (its keys checked by the caller); without ``open_merged``,
+        the released vocabulary's own where the ids are one's, none otherwise."""
+        merged = data.get("open_merged")
+        if merged is None:
+            merged = known_open_merged(*(as_int(data[k]) for k in ("open", "close", "dot", "seconds")),
+                                       _digit_ids(data["digits"])) or ()
+        return cls(open=data["open"], close=data["close"], dot=data["dot"], seconds=data["seconds"],
+                   digits=data["digits"], open_merged=merged)
 
 
 @attrs.frozen(cache_hash=True)
@@ -129,8 +180,9 @@ class TokenSpec:
         if not isinstance(data, dict) or any(k not in data for k in fields):
             raise LayoutError("spec", f"a dict with {list(fields)} and timestamps", data)
         ts = data.get("timestamps")
-        if ts is not None and (not isinstance(ts, dict) or set(ts) != {"open", "close", "dot", "seconds", "digits"}):
-            raise LayoutError("spec.timestamps", "None or a dict of open, close, dot, seconds, digits", ts)
+        if ts is not None and (not isinstance(ts, dict) or not _TS_KEYS <= set(ts) <= _TS_KEYS | {"open_merged"}):
+            raise LayoutError("spec.timestamps", "None or a dict of open, close, dot, seconds, digits[, open_merged]",
+                              ts)
         return cls(
             image_pad=data["image_pad"],
             video_pad=data["video_pad"],
@@ -138,7 +190,7 @@ class TokenSpec:
             vision_end=data["vision_end"],
             merge_size=data["merge_size"],
             temporal_patch_size=data["temporal_patch_size"],
-            timestamps=None if ts is None else TimestampVocab(**ts),
+            timestamps=None if ts is None else TimestampVocab.from_dict(ts),
         )
 
     def digest(self) -> str:

@@ -23,6 +23,10 @@ def parse_timestamps(ids: np.ndarray, spec: TokenSpec, offsets: np.ndarray):
     tokens ending at each group's marker (one column per group); row tests read them all at once.
     The value is ``(integer * 10 + tenth) / 10``, the double nearest the printed text. Only the
     canonical spelling counts (no leading zero: ``<05.0 seconds>`` is not what ``:.1f`` prints).
+
+    The first group's ``<`` may be one of the vocabulary's merged tokens (``Ġ<``, ``:<``, ...: HF tokenizes
+    the expanded text whole, and the text before a video touches its first timestamp); its span then
+    starts at that token. Every later ``<`` follows a ``<|vision_end|>`` and stands alone.
     """
     vocab = spec.timestamps
     if vocab is None or not offsets.shape[0]:
@@ -40,7 +44,10 @@ def parse_timestamps(ids: np.ndarray, spec: TokenSpec, offsets: np.ndarray):
     ok = (w[8] == vocab.dot) & is_digit[9] & (w[10:] == tail).all(axis=0)
     # the integer part: the last '<' in rows 0..6 (8 = none: argmax gives 0), then only digits up to
     # the '.', without a leading zero (the value has as many digits as there are rows)
-    opens = 7 - np.argmax(w[7::-1] == vocab.open, axis=0)
+    is_open = w[:8] == vocab.open
+    if vocab.open_merged:  # the first group's '<' may have merged with the text before it
+        is_open[:, 0] |= np.isin(w[:8, 0], _merged_array(vocab))
+    opens = 7 - np.argmax(is_open[::-1], axis=0)
     ok &= (opens < 7) & (is_digit[:8] | _NOT_INTEGER[:, opens]).all(axis=0)
     whole = (value[:8] * _PLACE[:, opens]).sum(axis=0)
     ok &= whole >= _LEAST[opens]
@@ -56,6 +63,11 @@ _WINDOW = np.arange(-MAX_TS_TOKENS, 1)
 _NOT_INTEGER = np.arange(8)[:, None] <= np.minimum(np.arange(9), 7)[None, :]
 _PLACE = np.where(~_NOT_INTEGER, 10 ** (7 - np.arange(8))[:, None], 0)
 _LEAST = np.array([10 ** (6 - k) if k < 6 else 0 for k in range(9)])
+
+
+@functools.lru_cache(maxsize=16)
+def _merged_array(vocab) -> np.ndarray:
+    return np.asarray(vocab.open_merged, dtype=np.int64)
 
 
 @functools.lru_cache(maxsize=16)

@@ -40,7 +40,7 @@ import numpy as np
 
 from ..errors import HandoffError, WireFormatError
 from ..reading import MAX_COUNT, MAX_ID, Limits, plain_ints, resolve_limits
-from .spec import TokenSpec
+from .spec import MAX_MERGED_OPENS, TokenSpec
 from .tokens import read_only
 
 FORMAT = "mm-handoff.layout"
@@ -234,12 +234,19 @@ def _decode_spec(v, rid) -> TokenSpec:
     ts = v["timestamps"]
     key: tuple = (_spec_ints(v, _SPEC_ORDER, "spec.", rid), None)
     if ts is not None:
-        ts = _dict(ts, "spec.timestamps", _TS_KEYS, rid)
+        ts = _dict(ts, "spec.timestamps", _TS_KEYS | {"open_merged"} if type(ts) is dict and "open_merged" in ts
+                   else _TS_KEYS, rid)
         digits = _list(ts["digits"], "spec.timestamps.digits", rid, 10)
         if digits and not plain_ints(tuple(digits), 0, MAX_ID):
             for d in digits:
                 _int(d, "spec.timestamps.digits", rid, low=0, high=MAX_ID)
-        key = (key[0], (_spec_ints(ts, _TS_ORDER, "spec.timestamps.", rid), tuple(digits)))
+        merged = ts.get("open_merged")  # (absent: the released vocabulary's own, or none)
+        if merged is not None:
+            merged = tuple(_list(merged, "spec.timestamps.open_merged", rid, MAX_MERGED_OPENS))
+            if merged and not plain_ints(merged, 0, MAX_ID):
+                for d in merged:
+                    _int(d, "spec.timestamps.open_merged", rid, low=0, high=MAX_ID)
+        key = (key[0], (_spec_ints(ts, _TS_ORDER, "spec.timestamps.", rid), tuple(digits), merged))
     try:
         return _spec_of(key)
     except HandoffError as exc:  # ids that no spec may have (two alike, say)
@@ -251,7 +258,8 @@ def _spec_of(key: tuple) -> TokenSpec:
     """The spec a checked field tuple describes. A deployment has one or two specs, so the last 16
     are kept (a few hundred bytes each), not one per request."""
     fields, ts = key
-    vocab = None if ts is None else dict(zip(_TS_ORDER, ts[0], strict=True), digits=list(ts[1]))
+    vocab = None if ts is None else dict(zip(_TS_ORDER, ts[0], strict=True), digits=list(ts[1]),
+                                         **({} if ts[2] is None else {"open_merged": list(ts[2])}))
     return TokenSpec.from_dict(dict(zip(_SPEC_ORDER, fields, strict=True), timestamps=vocab))
 
 
