@@ -14,7 +14,7 @@ import stat
 import sys
 from collections.abc import Sequence
 
-from .errors import UsageError  # a user-facing failure: printed as one line, exit code 2
+from .errors import HandoffError, UsageError  # a user-facing failure: printed as one line, exit code 2
 
 
 # ----------------------------------------------------------------------------- input parsing
@@ -22,11 +22,13 @@ def _read_bounded(path: str, most: int) -> bytes:
     """At most ``most`` bytes of a regular file, or of stdin (``-``); one more is an error, never a cut.
 
     The file is opened without blocking and checked before it is read: a FIFO, a device (``/dev/zero``,
-    ``/dev/urandom``), a socket or a directory is refused, so no path hangs or reads without end."""
+    ``/dev/urandom``), a socket or a directory is refused, so no path hangs or reads without end. It is read
+    in chunks as it comes (:func:`_read_upto`): what is allocated follows what the file holds, never the
+    limit (``max_payload_chars=2**62`` reads an 8-byte file in 8 bytes)."""
     if path == "-":
         if sys.stdin is None or not hasattr(sys.stdin, "buffer"):
             raise UsageError("'-': there is no standard input to read")
-        data = sys.stdin.buffer.read(most + 1)
+        data = _read_upto(sys.stdin.buffer, most + 1)
         size = len(data)
     else:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -35,12 +37,28 @@ def _read_bounded(path: str, most: int) -> bytes:
             if not stat.S_ISREG(info.st_mode):
                 kind = _KINDS.get(stat.S_IFMT(info.st_mode), "special file")
                 raise UsageError(f"{path!r} is not a regular file (a {kind}); give a file, or - for stdin")
-            data = b"" if info.st_size > most else f.read(most + 1)  # too large: refused unread
+            data = b"" if info.st_size > most else _read_upto(f, most + 1)  # too large: refused unread
             size = max(info.st_size, len(data))
     if size > most:
         raise UsageError(f"{path!r} holds more than {most} bytes (limits.max_payload_chars; raise it with "
                          "MM_HANDOFF_LIMITS=max_payload_chars=N)")
     return data
+
+
+#: the most bytes one read asks for (a read allocates what it asks for before anything arrives)
+_CHUNK = 1 << 20
+
+
+def _read_upto(stream, most: int) -> bytes:
+    """What ``stream`` holds, up to ``most`` bytes, read a chunk at a time."""
+    chunks, size = [], 0
+    while size < most:
+        chunk = stream.read(min(_CHUNK, most - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 _KINDS = {stat.S_IFIFO: "FIFO", stat.S_IFCHR: "character device", stat.S_IFBLK: "block device",
@@ -90,7 +108,7 @@ def _grids(value, name: str):
 
 def load_layout(path: str, *, family: str | None = None, image_grid_thw=None, video_grid_thw=None):
     """A layout from a wire payload, an object with token ids + grids, or a bare list of ids."""
-    from . import HandoffError, HandoffLayout, get_adapter
+    from . import HandoffLayout, get_adapter
 
     data = _read_json(path)
     try:
@@ -224,8 +242,16 @@ def cmd_bench(args) -> int:
 
 
 def cmd_doctor(args) -> int:
+    """The report, then the first bad ``MM_HANDOFF_*`` setting as the one error line (exit 2): with it, every
+    process that asked for the fix would stop at start, whatever the report says of the engine."""
+    from .trtllm._startup import setting_problems
     from .trtllm.doctor import run_doctor
-    return run_doctor(args)
+
+    code = run_doctor(args)
+    problems = setting_problems()
+    if problems:
+        raise problems[0] if isinstance(problems[0], HandoffError) else UsageError(str(problems[0]))
+    return code
 
 
 def cmd_run(args) -> int:
@@ -294,8 +320,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from .errors import HandoffError
-
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -206,22 +206,37 @@ class Limits:
 
 
 def limits_from_env(environ=None) -> Limits:
-    """:class:`Limits` with the overrides of ``MM_HANDOFF_LIMITS`` (``name=value,...``)."""
-    text = (os.environ if environ is None else environ).get(_env.LIMITS, "").strip()
+    """:class:`Limits` with the overrides of ``MM_HANDOFF_LIMITS`` (``name=value,...``, each name once, each
+    value ASCII digits); anything else, a value outside [1, 2**62] included, is a :class:`HandoffError`
+    naming the variable. A value is converted only once its digits are counted (a 5,000-digit value is out
+    of range, not a failed conversion)."""
+    text = (os.environ if environ is None else environ).get(_env.LIMITS, "")
+    if not isinstance(text, str):
+        raise HandoffError(_env.LIMITS, "a string of name=value pairs", type(text).__name__)
+    text = text.strip()
     if not text:
         return Limits()
     fields = {f.name for f in attrs.fields(Limits)}
     values = {}
     for part in text.split(","):
         name, sep, value = part.partition("=")
-        name = name.strip()
-        if not sep or name not in fields or not (value.strip().isascii() and value.strip().isdigit()):
+        name, value = name.strip(), value.strip()
+        if not sep or name not in fields or not (value.isascii() and value.isdigit()):
             raise HandoffError(_env.LIMITS, f"name=value pairs with names in {sorted(fields)}", part)
-        values[name] = int(value)
+        if name in values:
+            raise HandoffError(_env.LIMITS, f"each name once ({name} is given twice)", text)
+        digits = value.lstrip("0")
+        if len(digits) > _MAX_COUNT_DIGITS:  # out of range whatever it reads as; never handed to int()
+            raise HandoffError(_env.LIMITS, f"values in [1, 2**62] ({name})", f"{name}=<{len(digits)} digits>")
+        values[name] = int(digits or "0")
     try:
         return Limits(**values)
     except HandoffError as exc:  # a value out of range: named by the variable that set it
         raise HandoffError(_env.LIMITS, f"values in [1, 2**62] ({exc.field})", text) from None
+
+
+#: the digits of :data:`MAX_COUNT`: a longer value is out of range
+_MAX_COUNT_DIGITS = len(str(MAX_COUNT))
 
 
 #: the last ``MM_HANDOFF_LIMITS`` text read and its limits (one entry: the setting, not requests)

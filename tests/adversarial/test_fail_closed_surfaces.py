@@ -1,0 +1,234 @@
+"""The surfaces around the accept step that a deployment reaches before any request: its settings, the
+command line, the start-up launcher, the adapter plugins (issue 31).
+
+One section per class of failure. Each case ends in a typed HandoffError (named field, at most 1,000
+characters), or in the command line's one ``mm-handoff: error:`` line and exit 2, or in the correct
+answer, within 100 MiB (``adversary``'s meter, whose clock is a hang guard).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import subprocess
+import sys
+import time
+import tracemalloc
+from unittest import mock
+
+import attrs
+import pytest
+from adversary import HANG_CPU_SECONDS, MAX_BYTES, MAX_MESSAGE, answer
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mm_handoff import HandoffLayout, Limits, _env, get_adapter
+from mm_handoff.checks import accept_layout, validate
+from mm_handoff.cli import main
+from mm_handoff.reading import MAX_COUNT, limits_from_env, resolve_limits
+
+QWEN = get_adapter("qwen3_vl")
+LIMIT_NAMES = [f.name for f in attrs.fields(Limits)]
+PREFIX = "mm-handoff: error: "
+
+
+# ------------------------------------------------------------------ settings the CLI cannot survive (4)
+def _digits(n: int) -> str:
+    return "9" * n
+
+
+#: what an environment variable can hold: no NUL; a surrogate only as the escape of an undecodable byte
+ENV_CHARS = st.one_of(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+                      st.sampled_from(["\udcff", "\udc80"]))
+#: a limit's value: huge digit strings (past int()'s 4,300-digit bound too), the edges of [1, 2**62],
+#: any number, malformed text
+LIMIT_VALUES = st.one_of(
+    st.sampled_from(["1", "0", "00", str(MAX_COUNT), str(MAX_COUNT + 1), str(2**63), "0" * 30 + "7",
+                     _digits(19), _digits(20), _digits(4300), _digits(4301), _digits(5000), _digits(100_000),
+                     "1_000", "+5", "-5", " 5 ", "\u00b2", "\u0663", "5e3", "0x10", "", "\udcff"]),
+    st.integers(0, 2**70).map(str),
+    st.integers(1, 120_000).map(_digits),
+    st.text(ENV_CHARS, max_size=12),
+)
+LIMITS_SETTING = st.one_of(
+    st.tuples(st.sampled_from(LIMIT_NAMES + ["max_nothing", ""]), LIMIT_VALUES).map(lambda kv: "=".join(kv)),
+    st.lists(st.tuples(st.sampled_from(LIMIT_NAMES), LIMIT_VALUES).map(lambda kv: "=".join(kv)), max_size=6)
+    .map(",".join),
+    st.text(ENV_CHARS, max_size=40),
+)
+#: a switch's or the policy's value: the words, their near misses, huge and odd text
+WORDS = st.one_of(
+    st.sampled_from([*_env.TRUTHY, *_env.FALSY, " Yes ", "ture", "2", "raise", "rebuild", "fallback", "REBUILD",
+                     " fallback ", "rebuidl", " ", "\udcff", "x" * 100_000, _digits(5000)]),
+    st.text(ENV_CHARS, max_size=20),
+)
+SETTINGS = st.one_of(
+    st.tuples(st.just(_env.LIMITS), LIMITS_SETTING),
+    st.tuples(st.sampled_from([_env.POLICY, _env.AUTOINSTALL, _env.ALLOW_UNPROTECTED, _env.VLLM_CHECK]), WORDS),
+)
+
+
+def _expected_limits(text: str) -> Limits | None:
+    """What ``MM_HANDOFF_LIMITS=text`` means, worked out here: the limits, or None when it is malformed."""
+    text = text.strip()
+    if not text:
+        return Limits()
+    values: dict = {}
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or name not in LIMIT_NAMES or name in values or not (value.isascii() and value.isdigit()):
+            return None
+        if len(value.lstrip("0")) > 19 or not 1 <= int(value) <= MAX_COUNT:
+            return None
+        values[name] = int(value)
+    return Limits(**values)
+
+
+def _setting_ok(name: str, value: str) -> bool:
+    if name == _env.LIMITS:
+        return _expected_limits(value) is not None
+    if name == _env.POLICY:
+        return value == "" or value.strip().lower() in ("raise", "rebuild", "fallback")
+    return value.strip().lower() in _env.TRUTHY + _env.FALSY
+
+
+@contextlib.contextmanager
+def _setting(name: str, value: str):
+    """The process environment with only this one mm-handoff setting."""
+    with mock.patch.dict(os.environ):
+        for key in [k for k in os.environ if k.startswith("MM_HANDOFF_")]:
+            del os.environ[key]
+        os.environ[name] = value
+        yield
+
+
+def _metered(call):
+    """``call()`` under the meter (memory bound, hang guard); whatever it raises propagates."""
+    tracemalloc.start()
+    t0 = time.process_time()
+    try:
+        return call()
+    finally:
+        seconds, peak = time.process_time() - t0, tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert seconds < HANG_CPU_SECONDS, f"{seconds:.2f} CPU s"
+        assert peak < MAX_BYTES, f"{peak / 2**20:.0f} MiB"
+
+
+@pytest.fixture(scope="module")
+def layout_files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("surfaces")
+    (d / "ids.json").write_text("[1,2,3]")  # 7 bytes: any admitted max_payload_chars reads it in 7
+    (d / "boot").mkdir()
+    return d
+
+
+def _cli(argv, stdin: bytes = b"[1,2,3]"):
+    """``mm-handoff ARGV`` in this process: exit code, stdout, stderr, whether ``run`` would have exec'd."""
+    out, err = io.StringIO(), io.StringIO()
+    boot = os.path.join(_BOOT[0], "boot")  # where `run` writes its start-up hook (one folder, not one per case)
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+            mock.patch("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin))), \
+            mock.patch("os.execvpe") as execvpe, mock.patch("tempfile.mkdtemp", return_value=boot):
+        code = _metered(lambda: main(argv))
+    return code, out.getvalue(), err.getvalue(), execvpe.called
+
+
+#: the test's folder (set by the test that uses it)
+_BOOT = [""]
+
+
+def _one_error_line(err: str) -> bool:
+    lines = err.splitlines()
+    return len(lines) == 1 and lines[0].startswith(PREFIX) and len(lines[0]) <= len(PREFIX) + MAX_MESSAGE
+
+
+@settings(max_examples=400)
+@given(setting=SETTINGS, command=st.sampled_from(["inspect", "inspect -", "diff", "selfcheck", "doctor", "run"]))
+def test_every_setting_through_every_command_is_one_error_line_or_works(layout_files, setting, command):
+    """Huge, extreme and malformed values of every setting, through every command: exit 2 with one
+    ``mm-handoff: error:`` line, or the command's own answer; never a traceback, never the limit allocated."""
+    _BOOT[0] = str(layout_files)
+    ids = str(layout_files / "ids.json")
+    argv = {"inspect": ["inspect", ids], "inspect -": ["inspect", "-"], "diff": ["diff", ids, ids],
+            "selfcheck": ["selfcheck"], "doctor": ["doctor"], "run": ["run", "--", "true"]}[command]
+    name, value = setting
+    ok = _setting_ok(name, value)
+    with _setting(name, value):
+        code, out, err, execd = _cli(argv)
+    if code == 2:
+        assert _one_error_line(err), err[:2000]
+    else:
+        assert PREFIX not in err and "Traceback" not in err, err[:2000]
+    limits = _expected_limits(value) if name == _env.LIMITS else Limits()
+    if command in ("inspect", "inspect -", "diff", "selfcheck"):  # they read the limits, nothing else
+        if limits is None:
+            assert code == 2 and _env.LIMITS in err
+        elif all(getattr(limits, n) >= getattr(Limits(), n) for n in LIMIT_NAMES):  # admits what they read
+            assert code == 0, err[:2000]
+            assert command != "inspect" or "length 3" in out
+    elif command == "doctor":  # the report, and the first bad setting as the error line
+        assert (code == 2 and name in err) if not ok else code in (0, 1)
+    else:  # run: every bad setting stops it before the command starts (the launcher sets the switch itself)
+        allowed = name == _env.ALLOW_UNPROTECTED and ok
+        if ok or name == _env.AUTOINSTALL or allowed:
+            assert code == 0 and execd, err[:2000]
+        else:
+            assert code == 2 and not execd and name in err
+
+
+@settings(max_examples=400)
+@given(value=LIMITS_SETTING)
+def test_every_limits_setting_reads_as_worked_out_or_is_typed(value):
+    """``MM_HANDOFF_LIMITS`` of any size: the limits it says, or a typed error naming the variable."""
+    result, exc = answer(lambda: limits_from_env({_env.LIMITS: value}))
+    expected = _expected_limits(value)
+    if expected is None:
+        assert exc is not None and exc.field == _env.LIMITS and len(str(exc)) <= MAX_MESSAGE
+    else:
+        assert exc is None and result == expected
+
+
+@settings(max_examples=200)
+@given(value=LIMITS_SETTING)
+def test_library_entry_points_are_typed_whatever_the_limits_setting(value):
+    """Every entry point that reads the process limits: its answer, or a typed error (never an untyped
+    ValueError from a value int() cannot read)."""
+    wire = QWEN.derive_layout([1, 2, 3], mrope=False, limits=Limits()).to_wire()
+    calls = [lambda: resolve_limits(None),
+             lambda: HandoffLayout([1, 2, 3], (), QWEN.spec, family="qwen3_vl", convention=QWEN.convention),
+             lambda: QWEN.derive_layout([1, 2, 3], mrope=False),
+             lambda: HandoffLayout.from_wire(wire),
+             lambda: validate(HandoffLayout.from_wire(wire, limits=Limits()), QWEN, prompt_token_ids=[1, 2, 3]),
+             lambda: accept_layout(wire, QWEN, prompt_token_ids=[1, 2, 3])]
+    with _setting(_env.LIMITS, value):
+        for call in calls:
+            result, exc = answer(call)
+            if exc is not None:
+                assert len(str(exc)) <= MAX_MESSAGE and exc.field
+                assert _expected_limits(value) is None or exc.field != _env.LIMITS
+            else:
+                assert _expected_limits(value) is not None
+
+
+def _cli_process(*args, env=None, stdin=None):
+    full = {k: v for k, v in os.environ.items() if not k.startswith("MM_HANDOFF_")}
+    full.update(env or {}, PYTHONWARNINGS="ignore")
+    return subprocess.run([sys.executable, "-m", "mm_handoff", *args], capture_output=True, text=True, env=full,
+                          input=stdin, timeout=120)
+
+
+@pytest.mark.parametrize("args", [("inspect", "{ids}"), ("inspect", "-"), ("diff", "{ids}", "{ids}"), ("selfcheck",),
+                                  ("doctor",), ("run", "--", "true")])
+def test_the_reported_settings_end_in_one_line_in_a_real_process(layout_files, args):
+    """The issue's cases in the real command: a 5,000-digit limit (was: AttributeError / ValueError
+    tracebacks, exit 1) is one line and exit 2; ``max_payload_chars=2**62`` reads the 7-byte file (was:
+    MemoryError, the limit allocated up front)."""
+    args = [a.format(ids=layout_files / "ids.json") for a in args]
+    huge = _cli_process(*args, env={_env.LIMITS: "max_prompt_len=" + _digits(5000)}, stdin="[1,2,3]")
+    assert huge.returncode == 2 and _one_error_line(huge.stderr) and _env.LIMITS in huge.stderr, huge.stderr[-2000:]
+    if args[0] in ("inspect", "diff", "selfcheck"):
+        extreme = _cli_process(*args, env={_env.LIMITS: f"max_payload_chars={2**62}"}, stdin="[1,2,3]")
+        assert extreme.returncode == 0 and extreme.stderr == "", extreme.stderr[-2000:]
