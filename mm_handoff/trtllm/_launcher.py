@@ -41,16 +41,46 @@ _chain_next_sitecustomize()
 '''
 
 
+#: the options that make an interpreter skip ``PYTHONPATH`` (``-E``, ``-I``) or ``site`` (``-S``, ``-I``)
+_SKIPS_THE_HOOK = frozenset("EIS")
+#: CPython's short options that take an argument (``SHORT_OPTS`` of ``Python/getopt.c``:
+#: ``bBc:dEhiIJm:OPqRsStuvVW:xX:?``), attached (``-Xdev``) or as the next argument (``-X dev``)
+_TAKES_AN_ARGUMENT = frozenset("cmWX")
+#: of those, the ones after which the program starts (``-c CMD``, ``-m MOD``: no option follows)
+_STARTS_THE_PROGRAM = frozenset("cm")
+#: CPython's long options that take an argument: always the next one (it reads no ``--name=value``)
+_LONG_WITH_AN_ARGUMENT = frozenset({"--check-hash-based-pycs"})
+
+
 def _ignores_the_hook(command: Sequence[str]) -> str | None:
-    """The option of a Python command line that makes its interpreter skip ``PYTHONPATH`` or ``site`` (``-E``,
-    ``-I``, ``-S``, alone or in a cluster such as ``-IS``): there the start-up hook never runs."""
-    if not os.path.basename(command[0]).startswith("python"):
+    """The argument of a Python command line holding an option that makes its interpreter skip ``PYTHONPATH`` or
+    ``site`` (``-E``, ``-I``, ``-S``), where the start-up hook never runs; None when there is none.
+
+    The options are read as CPython's ``_PyOS_GetOpt`` reads them, up to where the program starts (a script, ``-``,
+    ``--``, or ``-c``/``-m`` with their argument): short flags alone or combined (``-BIs``), the options that take
+    an argument with it attached or as the next argument (``-X dev``, ``-Xdev``, ``-W ignore``, ``-BW ignore``,
+    ``--check-hash-based-pycs always``), in any order; an argument of an option or of the program is not an option
+    (``-W I``, ``-c code -I``). An option CPython does not know ends that interpreter with a usage error, so it is
+    read as a flag and the scan goes on (what follows it is never skipped unread)."""
+    if not command or not os.path.basename(str(command[0])).startswith("python"):
         return None
-    for arg in command[1:]:
-        if arg in ("-c", "-m", "-") or not arg.startswith("-") or arg.startswith("--"):
+    args, k = [str(a) for a in command], 1
+    while k < len(args):
+        arg = args[k]
+        k += 1
+        if arg == "--" or arg == "-" or not arg.startswith("-"):
             return None  # the program starts here (its own arguments are not the interpreter's)
-        if arg[1:2] in ("W", "X", "Q") or any(ch in "EIS" for ch in arg[1:]):
-            return arg if any(ch in "EIS" for ch in arg[1:]) else None
+        if arg.startswith("--"):
+            k += arg in _LONG_WITH_AN_ARGUMENT  # its argument is the next one, whatever it looks like
+            continue  # --help, --version, --help-env, ...: no argument (an unknown one stops CPython)
+        for at, option in enumerate(arg[1:], start=2):
+            if option in _SKIPS_THE_HOOK:
+                return arg
+            if option in _TAKES_AN_ARGUMENT:
+                k += at == len(arg)  # nothing attached: the next argument is its value
+                if option in _STARTS_THE_PROGRAM:
+                    return None
+                break  # the rest of this argument is the option's value
     return None
 
 
@@ -87,7 +117,8 @@ def run_command(argv: Sequence[str]) -> int:
         return 2
     env = prepare_environment()
     problems = setting_problems(env)
-    allowed = _env.ALLOW_UNPROTECTED not in {p.field for p in problems} and _env.env_flag(_env.ALLOW_UNPROTECTED, env)
+    allowed = _env.ALLOW_UNPROTECTED not in {getattr(p, "field", None) for p in problems} \
+        and _env.env_flag(_env.ALLOW_UNPROTECTED, env)
     if problems and not allowed:  # every process it starts would stop
         print(f"mm-handoff: error: {problems[0]}", file=sys.stderr)
         return 2

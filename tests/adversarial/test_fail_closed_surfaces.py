@@ -232,3 +232,116 @@ def test_the_reported_settings_end_in_one_line_in_a_real_process(layout_files, a
     if args[0] in ("inspect", "diff", "selfcheck"):
         extreme = _cli_process(*args, env={_env.LIMITS: f"max_payload_chars={2**62}"}, stdin="[1,2,3]")
         assert extreme.returncode == 0 and extreme.stderr == "", extreme.stderr[-2000:]
+
+
+# --------------------------------------------------------- the start-up hook cannot be skipped (5)
+#: CPython's flags that take no argument, and the ones among them that skip PYTHONPATH or site
+FLAGS = "bBdEiIOPqRsSuvx"
+SKIPPING = "EIS"
+#: what -X / -W / --check-hash-based-pycs may be given: values that look like options too
+OPTION_VALUES = st.sampled_from(["dev", "utf8", "faulthandler", "importtime", "I", "E", "S", "-I", "-E", "-S",
+                                 "ignore", "default", "error::DeprecationWarning", "-", "--", "-c", "x=I"])
+
+
+@st.composite
+def interpreter_options(draw, flags=FLAGS, values=OPTION_VALUES, program=True, helps=True):
+    """``(argv after the interpreter, whether an option skips the hook)``: flags and options with an argument in
+    any order, combined into clusters (``-BIs``, ``-BW ignore``, ``-BWignore``), each argument attached or
+    separate, then the program (``-c``/``-m`` attached or not, a script, ``-``, ``--``, or nothing) and its own
+    arguments, which may look like options."""
+    units = draw(st.lists(st.one_of(st.sampled_from(flags).map(lambda f: ("flag", f)),
+                                    st.tuples(st.sampled_from(["X", "W"]), values).map(lambda u: ("arg", *u)),
+                                    st.sampled_from(["default", "always", "never"]).map(lambda v: ("long", v)),
+                                    st.sampled_from(["--help-env", "--help-xoptions"] if helps else ["-u"])
+                                    .map(lambda v: ("bare", v))),
+                          max_size=8))
+    argv: list = []
+    cluster = ""  # flags waiting to be written as one argument
+    skipping = False
+    for unit in units:
+        if unit[0] == "flag":
+            skipping |= unit[1] in SKIPPING
+            if cluster and draw(st.booleans()):
+                cluster += unit[1]
+            else:
+                argv += [cluster] if cluster else []
+                cluster = "-" + unit[1]
+            continue
+        head = cluster if cluster and draw(st.booleans()) else None  # the option joins the open cluster
+        if head is None and cluster:
+            argv.append(cluster)
+        cluster = ""
+        if unit[0] == "arg":
+            option = (head or "-") + unit[1]
+            argv += [option + unit[2]] if draw(st.booleans()) else [option, unit[2]]
+        else:
+            argv += ([head] if head else []) + (["--check-hash-based-pycs", unit[1]] if unit[0] == "long"
+                                                else [unit[1]])
+    argv += [cluster] if cluster else []
+    if program:
+        rest = draw(st.lists(st.sampled_from(["-I", "-E", "-S", "-X", "dev", "x"]), max_size=3))
+        start = draw(st.sampled_from(["-c", "-m", "script", "-", "--", "none"]))
+        if start in ("-c", "-m"):
+            value = "pass" if start == "-c" else "json.tool"
+            argv += [start + value] if draw(st.booleans()) else [start, value]
+            argv += rest
+        elif start == "script":
+            argv += ["serve.py", *rest]
+        elif start in ("-", "--"):
+            argv += [start, *(["serve.py"] if start == "--" else []), *rest]
+    return argv, skipping
+
+
+def _run(command):
+    """``mm-handoff run -- COMMAND`` in this process: exit code, stderr, whether the command was exec'd."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), mock.patch("os.execvpe") as execvpe, \
+            mock.patch("tempfile.mkdtemp", return_value=_BOOT[0]):
+        code = main(["run", "--", *command])
+    return code, err.getvalue(), execvpe.called
+
+
+@settings(max_examples=2000)
+@given(case=interpreter_options(), python=st.sampled_from(["python", "python3", "/usr/bin/python3.11", "python3.13t"]))
+def test_every_order_of_interpreter_options_that_skips_the_hook_is_refused(tmp_path_factory, case, python):
+    """``-E``/``-I``/``-S`` anywhere among the interpreter's options, however combined or ordered around ``-X``,
+    ``-W`` and ``--check-hash-based-pycs``, is refused (one line, exit 2, nothing run); an option's or the
+    program's argument that looks like one is not read as one."""
+    if not _BOOT[0]:
+        _BOOT[0] = str(tmp_path_factory.mktemp("boot"))
+    argv, skipping = case
+    code, err, execd = _run([python, *argv])
+    if skipping:
+        assert code == 2 and not execd and _one_error_line(err) and "start-up hook" in err, (argv, err)
+    else:
+        assert code == 0 and execd and err == "", (argv, err)
+
+
+@pytest.mark.parametrize("argv", [["-X", "dev", "-I"], ["-W", "ignore", "-I"], ["-IX", "dev"], ["-Xdev", "-E"],
+                                  ["-BIs"], ["-bS"], ["--check-hash-based-pycs", "always", "-S"], ["-X", "dev", "-BE"],
+                                  ["-Wignore", "-X", "utf8", "-s", "-I"], ["-u", "-IS", "-c", "pass"]])
+def test_the_reported_orders_are_refused(tmp_path, argv):
+    """The issue's command lines (the old scan stopped at the first -X / -W and let them serve unhooked)."""
+    _BOOT[0] = str(tmp_path)
+    code, err, execd = _run(["python", *argv, "serve.py"])
+    assert code == 2 and not execd and _one_error_line(err)
+
+
+@settings(max_examples=150)
+@given(case=interpreter_options(flags="bBEIOPqRsSu", values=st.sampled_from(
+    ["dev", "utf8", "I", "E", "S", "-I", "-E", "-S", "ignore", "default", "-", "--", "-c"]), program=False,
+    helps=False))
+def test_the_refusal_is_what_cpython_itself_reads(tmp_path_factory, case):
+    """The oracle: this interpreter, given the same options, reports -I / -E / -S in ``sys.flags`` exactly when
+    ``mm-handoff run`` refuses the command line (the ``--help-*`` options are left out: they print and exit, so
+    the probe would not run; the launcher refuses them with -I all the same, and nothing serves)."""
+    if not _BOOT[0]:
+        _BOOT[0] = str(tmp_path_factory.mktemp("boot"))
+    argv, _ = case
+    probe = "import sys; f = sys.flags; print(int(bool(f.isolated or f.ignore_environment or f.no_site)))"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    done = subprocess.run([sys.executable, *argv, "-c", probe], capture_output=True, text=True, env=env,
+                          stdin=subprocess.DEVNULL, timeout=60)
+    assert done.returncode == 0, (argv, done.stderr[-500:])
+    code, err, execd = _run([sys.executable, *argv, "-c", probe])
+    assert (code == 2) == (done.stdout.split()[-1] == "1"), (argv, err)
