@@ -56,6 +56,9 @@ class AdapterRegistry:
         self._cache: dict[type, Factory | None] = {}
         self._load_entry_points = load_entry_points
         self._loaded = not load_entry_points
+        #: the entry points handled (loaded, skipped or blocked) by the lookups' loading, so that a load cut
+        #: short by a KeyboardInterrupt goes on where it stopped
+        self._settled: set = set()
 
     # ---------------------------------------------------------------- registration
     def register(self, keys: str | type | Iterable[str | type], factory: Factory, *,
@@ -159,36 +162,76 @@ class AdapterRegistry:
             if self._loaded:
                 return
             self._loaded = True
-            self.load_entry_points()
+            try:
+                self.load_entry_points(resume=True)
+            except KeyboardInterrupt:  # the plugins not reached yet load at the next lookup
+                self._loaded = False
+                raise
 
-    def load_entry_points(self) -> list:
-        """Load the ``mm_handoff.adapters`` group; returns the names loaded."""
-        from importlib.metadata import entry_points
+    def load_entry_points(self, *, resume: bool = False) -> list:
+        """Load the ``mm_handoff.adapters`` group; returns the names loaded.
 
+        A plugin that fails in any way while it loads or registers (an exception, ``SystemExit`` from an
+        argparse at import time, ``GeneratorExit``, any ``BaseException`` but ``KeyboardInterrupt``) is
+        skipped: what it registered is rolled back, a warning names it, and the plugins after it load. A
+        ``KeyboardInterrupt`` rolls that plugin back and propagates; ``resume``: the plugins handled before
+        it (loaded, skipped or blocked) are not loaded again.
+        """
         blocked = {n.strip() for n in os.environ.get(_env.BLOCK_ADAPTERS, "").split(",") if n.strip()}
         loaded = []
-        eps: list[Any] = list(entry_points(group=ENTRY_POINT_GROUP))
-        if not any(_is_builtin(ep) for ep in eps):  # running from a source tree without installed metadata
-            eps.append(_SourceTreeBuiltin())
-        # the built-in families first, whatever order the metadata lists them in: a plugin can add a
-        # family, or replace one on purpose (replace=True), but never take a built-in name by loading first
-        eps.sort(key=lambda ep: not _is_builtin(ep))
-        for ep in eps:
+        settled = self._settled if resume else set()
+        for ep in _group_entry_points():
+            key = (ep.name, ep.value)
+            if key in settled:
+                continue
             if ep.name in blocked:
                 log.info("mm-handoff: adapter entry point %r blocked by %s", ep.name, _env.BLOCK_ADAPTERS)
+                settled.add(key)
                 continue
             with self._lock:
                 before = dict(self._by_name), dict(self._by_class)
                 try:
                     ep.load()(self)
-                except Exception as exc:  # a broken plugin must not break lookups, nor leave half of itself
+                except BaseException as exc:  # a broken plugin must not break lookups, nor leave half of itself
                     self._by_name, self._by_class = before
                     self._cache.clear()
+                    if isinstance(exc, KeyboardInterrupt):
+                        raise
+                    settled.add(key)
                     log.warning("mm-handoff: adapter entry point %r skipped, nothing of it registered: %s",
-                                ep.name, exc)
+                                ep.name, _why(exc))
                     continue
+            settled.add(key)
             loaded.append(ep.name)
         return loaded
+
+
+def _group_entry_points() -> list:
+    """The group's entry points, the built-in families first whatever order the metadata lists them in (a
+    plugin can add a family, or replace one on purpose with ``replace=True``, but never take a built-in name
+    by loading first); the source tree's built-ins when no installed metadata lists them, or when reading the
+    metadata fails."""
+    from importlib.metadata import entry_points
+
+    try:
+        eps: list[Any] = list(entry_points(group=ENTRY_POINT_GROUP))
+        eps.sort(key=lambda ep: not _is_builtin(ep))
+    except Exception as exc:  # a distribution's broken metadata: the built-in families still load
+        log.warning("mm-handoff: the %s entry points cannot be read, loading the built-in families only: %s",
+                    ENTRY_POINT_GROUP, _why(exc))
+        eps = []
+    if not any(_is_builtin(ep) for ep in eps):  # running from a source tree without installed metadata
+        eps.insert(0, _SourceTreeBuiltin())
+    return eps
+
+
+def _why(exc: BaseException) -> str:
+    """What a plugin's failure says, in one short line, whatever its ``__str__`` does."""
+    try:
+        text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    except Exception:
+        text = type(exc).__name__
+    return text if len(text) <= 500 else text[:499] + "\u2026"
 
 
 def _is_builtin(ep) -> bool:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 import subprocess
 import sys
+import textwrap
 import time
 import tracemalloc
 from unittest import mock
@@ -24,6 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mm_handoff import HandoffLayout, Limits, _env, get_adapter
+from mm_handoff.adapters.registry import AdapterRegistry
 from mm_handoff.checks import accept_layout, validate
 from mm_handoff.cli import main
 from mm_handoff.reading import MAX_COUNT, limits_from_env, resolve_limits
@@ -345,3 +348,141 @@ def test_the_refusal_is_what_cpython_itself_reads(tmp_path_factory, case):
     assert done.returncode == 0, (argv, done.stderr[-500:])
     code, err, execd = _run([sys.executable, *argv, "-c", probe])
     assert (code == 2) == (done.stdout.split()[-1] == "1"), (argv, err)
+
+
+# ------------------------------------------------- a third-party plugin cannot break every lookup (6)
+class _Unprintable(BaseException):
+    def __str__(self):
+        raise RuntimeError("no text")
+
+
+class _Custom(BaseException):
+    pass
+
+
+#: every kind of failure but KeyboardInterrupt: SystemExit (argparse at import time), GeneratorExit, a
+#: BaseException of the plugin's own, exceptions (one whose message is huge, one whose str() raises)
+FAILURES = st.sampled_from([lambda: SystemExit(2), lambda: SystemExit("usage: plugin [-h]"), lambda: SystemExit(None),
+                            GeneratorExit, _Custom, _Unprintable, lambda: RuntimeError("x" * 100_000),
+                            lambda: ImportError("no module named torch"), RecursionError, MemoryError,
+                            lambda: AttributeError("register")])
+
+
+class _EntryPoint:
+    def __init__(self, name, hook=None, failure=None):
+        self.name, self.value = name, f"plugin_{name}:register"
+        self._hook, self._failure = hook, failure
+
+    def load(self):
+        if self._failure is not None:  # the import itself fails
+            raise self._failure()
+        return self._hook
+
+
+def _plugin(name, failure=None, *, partial=False):
+    """A plugin registering family ``name``; with ``failure``, it fails after registering (``partial``) or first."""
+    def register(registry):
+        if failure is None or partial:
+            registry.register(name, lambda **kw: get_adapter("qwen3_vl"))
+        if failure is not None:
+            raise failure()
+    return register
+
+
+@st.composite
+def plugin_sets(draw):
+    """Good and failing plugins in any order: ``(entry points, good names, failing names)``."""
+    eps, good, bad = [], [], []
+    for k in range(draw(st.integers(1, 6))):
+        name = f"fam{k}"
+        failure = draw(st.none() | FAILURES)
+        if failure is None:
+            eps.append(_EntryPoint(name, _plugin(name)))
+            good.append(name)
+        elif draw(st.booleans()):  # at import time (ep.load())
+            eps.append(_EntryPoint(name, failure=failure))
+            bad.append(name)
+        else:
+            eps.append(_EntryPoint(name, _plugin(name, failure, partial=draw(st.booleans()))))
+            bad.append(name)
+    return eps, good, bad
+
+
+def _registry_with(eps):
+    import importlib.metadata
+
+    with mock.patch.object(importlib.metadata, "entry_points", lambda group=None: list(eps)):
+        reg = AdapterRegistry()
+        reg.families()  # the first lookup loads the group
+    return reg
+
+
+@settings(max_examples=300)
+@given(case=plugin_sets())
+def test_a_plugin_that_fails_in_any_way_is_skipped_rolled_back_and_named(case):
+    """Any BaseException but KeyboardInterrupt, at import or while registering: the lookups work, nothing of
+    that plugin stays, a warning names it, every plugin after it loads."""
+    eps, good, bad = case
+    log = io.StringIO()
+    handler = logging.StreamHandler(log)
+    logger = logging.getLogger("mm_handoff")
+    logger.addHandler(handler)
+    try:
+        reg = _metered(lambda: _registry_with(eps))
+    finally:
+        logger.removeHandler(handler)
+    families = reg.families()
+    assert set(good) <= set(families) and not set(bad) & set(families)
+    assert type(reg.get("qwen3_vl")).__name__ == "Qwen3VLAdapter"
+    for name in bad:
+        assert f"adapter entry point {name!r} skipped" in log.getvalue()
+    assert all(len(line) <= 1000 for line in log.getvalue().splitlines())
+
+
+def test_a_keyboard_interrupt_propagates_rolled_back_and_the_rest_load_at_the_next_lookup():
+    interrupted = []
+
+    def interrupt_once(registry):
+        registry.register("half", lambda **kw: get_adapter("qwen3_vl"))
+        if not interrupted:
+            interrupted.append(True)
+            raise KeyboardInterrupt
+    import importlib.metadata
+
+    eps = [_EntryPoint("first", _plugin("first")), _EntryPoint("ctrl_c", interrupt_once),
+           _EntryPoint("last", _plugin("last"))]
+    with mock.patch.object(importlib.metadata, "entry_points", lambda group=None: list(eps)):
+        reg = AdapterRegistry()
+        with pytest.raises(KeyboardInterrupt):
+            reg.families()
+        assert "half" not in reg._by_name and "last" not in reg._by_name  # rolled back; not reached yet
+        assert {"first", "half", "last"} <= set(reg.families())  # the next lookup goes on where it stopped
+
+
+def test_an_argparse_plugin_in_a_real_process_is_skipped(tmp_path):
+    """The issue's case: an installed plugin whose import runs argparse (SystemExit) before a good one."""
+    (tmp_path / "cli_plugin.py").write_text(textwrap.dedent("""
+        import argparse
+        from mm_handoff import get_adapter
+        argparse.ArgumentParser(prog="cli_plugin").parse_args(["--not-an-option"])
+        def register(registry):
+            registry.register("from_cli_plugin", lambda **kw: get_adapter("qwen3_vl"))
+    """))
+    (tmp_path / "good_plugin.py").write_text(textwrap.dedent("""
+        from mm_handoff import get_adapter
+        def register(registry):
+            registry.register("from_good_plugin", lambda **kw: get_adapter("qwen3_vl"))
+    """))
+    for dist, module in (("a_cli_plugin-1.0", "cli_plugin"), ("b_good_plugin-1.0", "good_plugin")):
+        info = tmp_path / f"{dist}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist.split('-')[0]}\nVersion: 1.0\n")
+        (info / "entry_points.txt").write_text(f"[mm_handoff.adapters]\n{module} = {module}:register\n")
+    code = ("import mm_handoff; print(mm_handoff.get_adapter('qwen3_vl').family); "
+            "print(sorted(f for f in mm_handoff.adapters.registry.REGISTRY.families() if f.startswith('from_')))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MM_HANDOFF_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:2] == ["qwen3_vl", "['from_good_plugin']"]
+    assert "'cli_plugin' skipped" in done.stderr and "SystemExit: 2" in done.stderr
