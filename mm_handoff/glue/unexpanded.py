@@ -18,20 +18,36 @@ from ..reading import plain_sequence, video_metadata_of
 LAYOUT_KWARG = "mm_handoff_layout"
 
 
-def raw_prompt_ids(layout: HandoffLayout) -> np.ndarray:
-    """The prompt before expansion: each item's span back to one placeholder.
+def raw_prompt_ids(layout, *, limits=None, request_id=None) -> np.ndarray:
+    """The prompt before expansion: each item's span back to one placeholder. ``layout``: a
+    :class:`~mm_handoff.layout.HandoffLayout` or its wire form (decoded within ``limits``).
 
     A video's span runs from its first timestamp to its last group's ``<|vision_end|>``; it becomes
     ``<|video_pad|>`` under ``pad_only`` (the template's outer markers are still around it) and the
     whole ``<|vision_start|><|video_pad|><|vision_end|>`` trio under ``replace_wrapper``.
+
+    A video whose first ``<`` HF's tokenizer merged with the text before it (``Ġ<`` after a space) has no
+    such prompt: the text's own last token is inside the merged one. An engine that expands placeholders
+    token by token cannot give HF's ids there, so that is a typed error naming the item.
     """
+    if not isinstance(layout, HandoffLayout):
+        if not isinstance(layout, (dict, str, bytes)):
+            raise HandoffError("layout", "a HandoffLayout or its wire form", type(layout).__name__,
+                               request_id=request_id)
+        layout = HandoffLayout.from_wire(layout, limits=limits, request_id=request_id)
     spec, ids = layout.spec, layout.token_ids
     parts, cursor = [], 0
-    for item in layout.items:
+    for k, item in enumerate(layout.items):
         if item.modality == IMAGE:
             lo, hi, piece = item.first_offset, item.end, [spec.image_pad]
         else:
             lo = int(item.span_array[0, 0]) if item.span_array is not None else item.first_offset - 1
+            if item.span_array is not None and spec.timestamps is not None and ids[lo] != spec.timestamps.open:
+                raise HandoffError(f"items[{k}] first timestamp", "'<' as a token of its own",
+                                   f"token {int(ids[lo])}, '<' merged with the text before it", request_id=request_id,
+                                   hint="HF tokenized the text before this video together with its first timestamp; "
+                                   "an engine that expands placeholders token by token cannot give these ids "
+                                   "(serve it from the expanded prompt, or put a newline before the video)")
             hi = item.end + 1
             piece = [spec.video_pad] if layout.convention == PAD_ONLY else \
                 [spec.vision_start, spec.video_pad, spec.vision_end]
