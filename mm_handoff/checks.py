@@ -25,11 +25,14 @@ engine (the TensorRT-LLM glue, ``prefill_request``, the HF reference engine, the
    requests, or a prompt edited on the way, fail loudly).
 
 Without an adapter (``validate(layout)``) steps 3 and 4's delta are skipped and a prompt must be the
-expanded ids. This side's facts travel through the step as one value, :class:`SideFacts`. What an engine
-checks without a layout is here too: the mRoPE slice (:func:`check_mrope_slice`), a prompt's pads vs the
-encoder's rows (:func:`check_prompt_pads`) and one placeholder per item before an engine expands them
-(:func:`check_placeholders`); two id sequences are compared by
-:func:`~mm_handoff.layout.tokens.check_token_ids`. The engine glue calls these and adds only what is its own.
+expanded ids. :func:`check_own_request` is the part of the step that tells whether a layout is this
+request's at all (its own grids, video metadata and prompt): the engine glues run it apart, since its
+failure is refused under every policy. This side's facts travel through the step as one value,
+:class:`SideFacts`. What an engine checks without a layout is here too: the mRoPE slice
+(:func:`check_mrope_slice`), a prompt's pads vs the encoder's rows (:func:`check_prompt_pads`) and one
+placeholder per item before an engine expands them (:func:`check_placeholders`); two id sequences are
+compared by :func:`~mm_handoff.layout.tokens.check_token_ids`. The engine glue calls these and adds only
+what is its own.
 
 Pure functions. Each failure is a typed :class:`HandoffError` naming the request, the field, the
 expected and the actual value, plus the likely cause. An adapter that fails in another way (a
@@ -442,6 +445,29 @@ def check_layout(layout: HandoffLayout, adapter, side: SideFacts) -> HandoffLayo
     _check_video_metadata(layout, adapter, side)
     _check_embeddings(layout, adapter, side)
     _check_fingerprint(layout, side)
+    _check_own_prompt(layout, adapter, side)
+    return layout
+
+
+@typed_failures("handoff")
+def check_own_request(layout: HandoffLayout, adapter=None, *, prompt_token_ids=None, image_grid_thw=None,
+                      video_grid_thw=None, video_metadata=None, limits=None, request_id=None) -> HandoffLayout:
+    """That an accepted layout is this request's: its own grids and video metadata (step 4) and its own
+    prompt (step 7), each where given; returns the layout unchanged, raises on the first failure.
+
+    A glue runs it apart from the rest of the accept step because its failure is not a mismatch for the
+    policy to repair: a layout that does not belong to the request is refused under every policy (a
+    ``rebuild`` starts from this request's own prompt, grids and metadata, never from such a layout;
+    ``fallback`` never passes it on). ``adapter``: this side's (None: a prompt must be the expanded ids).
+    """
+    side = SideFacts(prompt_token_ids=prompt_token_ids, image_grid_thw=image_grid_thw, video_grid_thw=video_grid_thw,
+                     video_metadata=video_metadata, limits=limits, request_id=request_id)
+    if adapter is not None:
+        adapter = typed_adapter(adapter, request_id=request_id)
+    if not isinstance(layout, HandoffLayout):
+        raise HandoffError("layout", "an accepted HandoffLayout", type(layout).__name__, request_id=request_id)
+    _check_own_grids(layout, side)
+    _check_video_metadata(layout, adapter, side)
     _check_own_prompt(layout, adapter, side)
     return layout
 

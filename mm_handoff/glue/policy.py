@@ -12,6 +12,12 @@ the prefill point, admission, worker ingress, the context-phase slice; vLLM: the
 A check point that failed asks :func:`decide` what to do and acts on the :class:`Decision` it gets:
 the policy, and what that check point can do instead of raising (its ``remedy``), decide it; the log
 line says what will happen there.
+
+A layout that does not belong to the request (another request's: :func:`mm_handoff.checks.check_own_request`
+fails on this request's own prompt, grids or video metadata) is not a mismatch to decide on: every check
+point raises it under every policy, without asking :func:`decide` (:func:`not_this_requests` tells such a
+verdict from an adapter that failed to give one). ``rebuild`` starts from this request's own prompt, grids
+and metadata, never from such a layout, and ``fallback`` never passes it on.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import logging
 import os
 
 from .. import _env
-from ..errors import HandoffError
+from ..errors import AdapterError, HandoffError
 
 
 class Policy(str, enum.Enum):
@@ -79,3 +85,10 @@ def decide(policy: Policy, error: HandoffError, *, where: str, remedy: Decision 
         log.info("mm-handoff: %s: %s (%s)", where, error, _SAYS[remedy].format(policy=policy.value))
         return remedy
     raise error
+
+
+def not_this_requests(error: HandoffError) -> bool:
+    """Whether a failed :func:`~mm_handoff.checks.check_own_request` says the layout is another request's,
+    to be refused under every policy: every typed verdict does; an :class:`~mm_handoff.errors.AdapterError`
+    (the adapter failed, it did not tell) does not, and goes to :func:`decide` like any other failure."""
+    return not isinstance(error, AdapterError)

@@ -16,7 +16,9 @@ from ._checks import (
     EngineInputs,
     check_derived,
     check_mm_output,
+    check_own_inputs,
     check_stamped,
+    compare_output,
     engine_inputs,
     output_runs,
 )
@@ -29,6 +31,8 @@ __all__ = [
     "attach_layout",
     "carried_layout",
     "check_mm_output",
+    "check_own_inputs",
+    "compare_output",
     "check_stamped",
     "check_derived",
     "engine_inputs",

@@ -11,6 +11,9 @@ in ``base_processor.py``) compares embedding rows with the item offsets only.
   (:func:`mm_handoff.accept_layout`: skew of family / spec / tokenizer / convention, grids, the mRoPE
   delta, this request's grids and embedding rows), then SGLang's ids, its items' offsets (one per pad
   run, in order, with their modality), its mRoPE ids and its delta against the layout's.
+* :func:`check_own_inputs`: that a carried (and accepted) layout is this request's at all: SGLang's own
+  inputs (the prompt, its grids, its per-video timestamps) give it. A layout that is another request's is
+  refused under every policy (:mod:`mm_handoff.glue.policy`), never answered with.
 * :func:`check_stamped`: without a layout, a family that stamps every group must have one timestamp
   per temporal group; without them SGLang builds one pad run per video (#20138's layout), silently.
 * :func:`check_derived`: without a layout but with this side's adapter, SGLang's ids must be a valid
@@ -29,7 +32,8 @@ import attrs
 import numpy as np
 
 from ..adapters.base import typed_adapter
-from ..checks import accept_layout
+from ..adapters.timestamps import format_timestamp
+from ..checks import accept_layout, check_own_request
 from ..errors import EmbeddingCountError, GridMismatchError, HandoffError, MropeLengthError, typed_failures
 from ..layout import HandoffLayout
 from ..layout.items import IMAGE, VIDEO
@@ -223,18 +227,80 @@ def check_embedding_rows_per_modality(layout: HandoffLayout, embeddings, request
                                   request_id=request_id)
 
 
+@typed_failures("get_validated_mm_data inputs")
+def check_own_inputs(layout: HandoffLayout, adapter, *, prompt=None, img_grid_thw=None, video_grid_thw=None,
+                     video_timestamps=None, limits=None, request_id=None) -> HandoffLayout:
+    """That an accepted layout is this request's: SGLang's own inputs to ``get_validated_mm_data`` give it,
+    each where given: its grids, its prompt (ids, expanded or not: :func:`mm_handoff.checks.check_own_request`)
+    and, per video, its first ``t`` timestamps as SGLang prints them (``<t seconds>``, one per temporal
+    group: the same clip at another frame rate is another request's). Returns the layout.
+
+    Its failure is refused under every policy (:mod:`mm_handoff.glue.policy`): the hook never answers a
+    request with, nor passes it on beside, a layout that is not its own. ``limits``: this request's bounds
+    (:class:`~mm_handoff.reading.Limits`; None: the process default).
+    """
+    check_own_request(layout, adapter, prompt_token_ids=prompt, image_grid_thw=img_grid_thw,
+                      video_grid_thw=video_grid_thw, limits=limits, request_id=request_id)
+    if video_timestamps is None:
+        return layout
+    videos = [(k, item) for k, item in enumerate(layout.items) if item.modality == VIDEO]
+    if not isinstance(video_timestamps, (list, tuple)) or sequence_len(video_timestamps) != len(videos):
+        raise GridMismatchError("video_timestamps", f"a list of {len(videos)} (one per video of the layout)",
+                                sequence_len(video_timestamps) if isinstance(video_timestamps, (list, tuple))
+                                else type(video_timestamps).__name__, request_id=request_id)
+    for j, ((k, item), given) in enumerate(zip(videos, plain_sequence(video_timestamps), strict=True)):
+        printed = [float(format_timestamp(s)[1:-len(" seconds>")])
+                   for s in _first_seconds(given, item.grid_thw[0], f"video_timestamps[{j}]", request_id)]
+        if item.timestamps is None or list(item.timestamps) != printed:
+            raise GridMismatchError(f"items[{k}].timestamps", f"{printed} (this request's video_timestamps[{j}], "
+                                    "as SGLang prints them)", item.timestamps, request_id=request_id,
+                                    hint="the carried layout is another request's: other frames or frame rate")
+    return layout
+
+
+def _first_seconds(values, t: int, field: str, request_id) -> list:
+    """The first ``t`` of one video's timestamps (a list, a tuple or a 1-D array or tensor, counted before it
+    is read; SGLang reads one per group and ignores extras), each a finite number of seconds >= 0."""
+    count = _count_of(values)
+    if count is None or count < t:
+        raise GridMismatchError(field, f"at least {t} timestamps (one per temporal group)",
+                                type(values).__name__ if count is None else count, request_id=request_id)
+    head = plain_sequence(values)[:t] if isinstance(values, (list, tuple)) else values[:t].tolist()
+    out = []
+    for g, v in enumerate(head):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(v) or v < 0:
+            raise GridMismatchError(f"{field}[{g}]", "seconds (a finite number >= 0)", v, request_id=request_id)
+        out.append(float(v))
+    return out
+
+
 @typed_failures("sglang output")
 def check_mm_output(output, carried: Any, adapter, *, embeddings=None, img_grid_thw=None, video_grid_thw=None,
-                    limits=None, request_id=None, inputs: EngineInputs | None = None) -> HandoffLayout:
+                    prompt=None, video_timestamps=None, limits=None, request_id=None,
+                    inputs: EngineInputs | None = None) -> HandoffLayout:
     """SGLang's ``MultimodalProcessorOutput`` equals the carried layout (a layout or its wire form).
 
-    The accept step first (this request's grids, the embedding rows per modality); then the ids, the
-    items' offsets, the mRoPE ids and delta. ``inputs``: :func:`engine_inputs` when already computed.
-    ``limits``: this request's bounds (:class:`~mm_handoff.reading.Limits`; None: the process default).
-    Returns the layout.
+    The accept step first (this request's grids); that the layout is this request's (its ``prompt`` and
+    ``video_timestamps``, where given: :func:`check_own_inputs`); the embedding rows per modality; then the
+    ids, the items' offsets, the mRoPE ids and delta. ``inputs``: :func:`engine_inputs` when already
+    computed. ``limits``: this request's bounds (:class:`~mm_handoff.reading.Limits`; None: the process
+    default). Returns the layout.
     """
     layout = accept_layout(carried, adapter, image_grid_thw=img_grid_thw, video_grid_thw=video_grid_thw,
                            limits=limits, request_id=request_id)
+    if prompt is not None or video_timestamps is not None:
+        check_own_inputs(layout, adapter, prompt=prompt, video_timestamps=video_timestamps, limits=limits,
+                         request_id=request_id)
+    return compare_output(output, layout, adapter, embeddings=embeddings, limits=limits, request_id=request_id,
+                          inputs=inputs)
+
+
+@typed_failures("sglang output")
+def compare_output(output, layout: HandoffLayout, adapter, *, embeddings=None, limits=None, request_id=None,
+                   inputs: EngineInputs | None = None) -> HandoffLayout:
+    """The part of :func:`check_mm_output` after the accept step: the embedding rows per modality, SGLang's
+    ids, its items' offsets, its mRoPE ids and delta against an accepted layout's. Returns the layout."""
     check_embedding_rows_per_modality(layout, embeddings, request_id)
     check_token_ids(layout.token_ids, output.input_ids, request_id=request_id, field=_IDS_FIELD, limits=limits)
     inputs = inputs or engine_inputs(layout, adapter, limits=limits, request_id=request_id)

@@ -8,18 +8,23 @@ Two hook points (SGLang 0.5.23):
    the items' offsets and the mRoPE ids here (the scheduler path in ``_finish_assemble``, the tokenizer
    path in ``MMReceiverBase._recv_mm_data``, ``srt/disaggregation/encoder/receiver.py``). The wrapper
    takes the carried layout out of the keyword arguments (or the request being received, below), calls
-   SGLang's own method, then checks its result: with a layout, :func:`~mm_handoff.sglang.check_mm_output`;
-   without one, :func:`~mm_handoff.sglang.check_stamped` (the silent one-run fallback refused where the
+   SGLang's own method, then checks its result: with a layout, what :func:`~mm_handoff.sglang.check_mm_output`
+   checks (the accept step, :func:`~mm_handoff.sglang.check_own_inputs`, then SGLang's output); without
+   one, :func:`~mm_handoff.sglang.check_stamped` (the silent one-run fallback refused where the
    family prints one before every group) and, for a family mm-handoff knows, :func:`~mm_handoff.sglang.check_derived`.
 2. ``MMReceiverBase.recv_mm_data`` (the tokenizer path, ``--encoder-transfer-backend zmq_to_tokenizer``):
    the request (``GenerateReqInput``) is at hand there; its ``mm_processor_kwargs["mm_handoff_layout"]``
    is what (1) checks against, and a typed error raised in (1), which SGLang's receive task would log and
    turn into "no embedding", is raised to the request instead.
 
-A failure goes to the policy (:func:`mm_handoff.glue.policy.decide`): ``raise`` rejects the request;
+A carried layout is first accepted (the shared accept step), then held to this request's own inputs
+(:func:`~mm_handoff.sglang.check_own_inputs`: its prompt, grids and timestamps give it). A layout that is
+not this request's is refused under every policy: it is another request's, not a mismatch to repair.
+Any other failure goes to the policy (:func:`mm_handoff.glue.policy.decide`): ``raise`` rejects the request;
 ``rebuild`` answers with SGLang's own output type built from the carried layout
-(:func:`~mm_handoff.sglang.output_from_layout`) when one is carried and accepted, and raises otherwise;
-``fallback`` warns and keeps SGLang's result. The lifecycle that places the wrappers is :mod:`._lifecycle`.
+(:func:`~mm_handoff.sglang.output_from_layout`) when one is carried, accepted and found to be this
+request's own (its prompt was read and expands to it), and raises otherwise; ``fallback`` warns and keeps
+SGLang's result. The lifecycle that places the wrappers is :mod:`._lifecycle`.
 """
 
 from __future__ import annotations
@@ -33,17 +38,19 @@ import attrs
 import numpy as np
 
 from ..adapters.registry import get_adapter
+from ..checks import accept_layout
 from ..errors import AdapterNotFoundError, EngineNotSupportedError, HandoffError
 from ..glue.engine_adapters import cached_adapter
-from ..glue.policy import Decision, Policy, decide
+from ..glue.policy import Decision, Policy, decide, not_this_requests
 from ..glue.unexpanded import LAYOUT_KWARG
 from ..layout import HandoffLayout
 from ._carrier import SGLANG_CONVENTION, carried_layout
 from ._checks import (
     check_derived,
     check_embedding_rows_per_modality,
-    check_mm_output,
+    check_own_inputs,
     check_stamped,
+    compare_output,
     engine_inputs,
     modality_name,
 )
@@ -123,12 +130,8 @@ def output_from_layout(processor, layout: HandoffLayout, embeddings, adapter, *,
         mrope_position_delta=torch.tensor([[inputs.mrope_position_delta]], dtype=torch.int64))
 
 
-def _check(processor, output, embeddings, kwargs, carried, request_id) -> None:
+def _check_without_layout(processor, output, kwargs, request_id) -> None:
     grids = {"img_grid_thw": kwargs.get("img_grid_thw"), "video_grid_thw": kwargs.get("video_grid_thw")}
-    if carried is not None:
-        check_mm_output(output, carried, engine_adapter(processor), embeddings=embeddings, request_id=request_id,
-                        **grids)
-        return
     check_stamped(processor.model_type, grids["video_grid_thw"], kwargs.get("video_timestamps"),
                   merge_size=processor.spatial_merge_size, request_id=request_id)
     adapter = _known_adapter(processor)
@@ -136,23 +139,41 @@ def _check(processor, output, embeddings, kwargs, carried, request_id) -> None:
         check_derived(output, adapter, request_id=request_id, **grids)
 
 
-def _rebuilt(processor, carried, embeddings, kwargs, request_id):
-    """SGLang's output built from the carried layout, or None when there is none or it is not acceptable."""
-    if carried is None:
-        return None
-    from ..checks import accept_layout
-
-    adapter = engine_adapter(processor)
+def _own_prompt(processor, prompt):
+    """This request's prompt as ids (SGLang's receiver prefers its tokenized input; a text prompt is tokenized
+    with the processor's tokenizer), or None when it cannot be read here: then nothing is answered from a
+    carried layout (its owner is not known), though SGLang's result is still checked against it."""
+    if not isinstance(prompt, str):
+        return prompt
     try:
-        layout = accept_layout(carried, adapter, image_grid_thw=_grid_list(kwargs.get("img_grid_thw")),
-                               video_grid_thw=_grid_list(kwargs.get("video_grid_thw")), request_id=request_id)
+        return processor._tokenizer.encode(prompt)
+    except Exception:  # no tokenizer to read it with
+        return None
+
+
+def _rebuilt(processor, layout, adapter, embeddings, request_id):
+    """SGLang's output built from an accepted layout of this request, or None when it cannot be built."""
+    try:
         return output_from_layout(processor, layout, embeddings, adapter, request_id=request_id)
     except HandoffError:
         return None
 
 
-def _grid_list(value):
-    return None if value is None else (value.tolist() if hasattr(value, "tolist") else value)
+def _decided(policy: Policy, error: HandoffError, output, rebuilt, receiving):
+    """What the policy makes of a failed check: SGLang's result, the rebuilt one, or the error raised (and
+    handed to the request being received)."""
+    try:
+        decision = decide(policy, error, where="SGLang EPD (QwenVLImageProcessor.get_validated_mm_data)",
+                          remedy=Decision.REBUILD if rebuilt is not None else None, log=log)
+    except HandoffError:
+        _refused(receiving, error)
+        raise
+    return rebuilt if decision is Decision.REBUILD else output
+
+
+def _refused(receiving, error: HandoffError) -> None:
+    if receiving is not None and receiving.error is None:
+        receiving.error = error
 
 
 def validated_mm_data_wrapper(wrapped, processor, args, kwargs, *, policy: Policy):
@@ -164,20 +185,36 @@ def validated_mm_data_wrapper(wrapped, processor, args, kwargs, *, policy: Polic
         carried = receiving.layout
     request_id = receiving.request_id if receiving is not None else None
     output = wrapped(*args, **kwargs)
+    prompt = args[0] if args else kwargs.get("prompt")
     embeddings = args[1] if len(args) > 1 else kwargs.get("embeddings")
-    try:
-        _check(processor, output, embeddings, kwargs, carried, request_id)
-    except HandoffError as exc:
-        rebuilt = _rebuilt(processor, carried, embeddings, kwargs, request_id) if policy is Policy.REBUILD else None
+    if carried is None:
         try:
-            decision = decide(policy, exc, where="SGLang EPD (QwenVLImageProcessor.get_validated_mm_data)",
-                              remedy=Decision.REBUILD if rebuilt is not None else None, log=log)
-        except HandoffError:
-            if receiving is not None and receiving.error is None:
-                receiving.error = exc
+            _check_without_layout(processor, output, kwargs, request_id)
+        except HandoffError as exc:  # nothing carried: nothing to rebuild from
+            return _decided(policy, exc, output, None, receiving)
+        return output
+    try:
+        adapter = engine_adapter(processor)
+        layout = accept_layout(carried, adapter, request_id=request_id)
+    except HandoffError as exc:  # no acceptable layout: nothing to rebuild from
+        return _decided(policy, exc, output, None, receiving)
+    own = _own_prompt(processor, prompt)
+    try:
+        check_own_inputs(layout, adapter, prompt=own, img_grid_thw=kwargs.get("img_grid_thw"),
+                         video_grid_thw=kwargs.get("video_grid_thw"), video_timestamps=kwargs.get("video_timestamps"),
+                         request_id=request_id)
+    except HandoffError as exc:
+        if not_this_requests(exc):  # under every policy: another request's layout is refused (glue.policy)
+            _refused(receiving, exc)
             raise
-        if decision is Decision.REBUILD:
-            return rebuilt
+        return _decided(policy, exc, output, None, receiving)  # the adapter could not tell: nothing rebuilt
+    try:
+        compare_output(output, layout, adapter, embeddings=embeddings, request_id=request_id)
+    except HandoffError as exc:
+        rebuilt = None
+        if policy is Policy.REBUILD and own is not None:  # a rebuild starts from this request's own prompt
+            rebuilt = _rebuilt(processor, layout, adapter, embeddings, request_id)
+        return _decided(policy, exc, output, rebuilt, receiving)
     return output
 
 

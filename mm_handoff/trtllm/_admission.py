@@ -12,10 +12,13 @@ Otherwise the policy decides (:func:`mm_handoff.glue.policy.decide`): ``rebuild`
 the prompt + the carried grids and video metadata (:attr:`~mm_handoff.glue.policy.Decision.REBUILD`);
 ``raise`` raises a typed error naming the field; ``fallback`` keeps the stock result with a warning
 (:attr:`~mm_handoff.glue.policy.Decision.PASS_THROUGH`). A request without video keeps the stock result when
-nothing is carried: for images the stock ids equal the aggregated ones.
+nothing is carried: for images the stock ids equal the aggregated ones. A carried layout that is accepted
+but is not this request's (its own prompt does not expand to it: :func:`mm_handoff.checks.check_own_request`)
+is refused under every policy: it is another request's, not a mismatch to rebuild over or pass on.
 
 :func:`admission_wrapper` then checks what ``_preprocess`` produced, through the same accept step: the layout
-used (else the carried one) accepted against the prompt used, the handles and the mRoPE ids; without a
+used (else the carried one) accepted against the handles and the mRoPE ids (the policy decides a failure),
+then held to the prompt used (upstream's carrier: the request's own text) under every policy; without a
 layout, the mRoPE length and the pads vs the handles' rows. The two share one :class:`_Admission` per request through a
 :class:`contextvars.ContextVar` of this module: the prefill method cannot see the request.
 """
@@ -29,9 +32,9 @@ import attrs
 import numpy as np
 
 from ..adapters.base import typed_adapter
-from ..checks import accept_layout, check_mrope_slice, check_prompt_pads
+from ..checks import accept_layout, check_mrope_slice, check_own_request, check_prompt_pads
 from ..errors import AdapterNotFoundError, HandoffError
-from ..glue.policy import Decision, Policy, decide
+from ..glue.policy import Decision, Policy, decide, not_this_requests
 from ..reading import embedding_rows_of
 from ._carrier import (
     GRIDS_KEY,
@@ -81,21 +84,43 @@ def admission_wrapper(wrapped, llm, args, kwargs, *, policy: Policy):
         _CURRENT.reset(token)
     inputs = args[0] if args else kwargs.get("inputs")
     try:
-        check_admission(getattr(llm, "input_processor", None), result, dp, state, request_id=label, inputs=inputs)
+        own = check_admission(getattr(llm, "input_processor", None), result, dp, state, request_id=label,
+                              inputs=inputs)
     except HandoffError as exc:
         decide(policy, exc.with_request(label), where="admission (BaseLLM._preprocess)", log=log)
-    return result  # policy=fallback: passed through
+        return result  # policy=fallback: passed through
+    if own is None:
+        return result
+    try:
+        check_own_request(own.layout, own.adapter, prompt_token_ids=own.prompt_token_ids, request_id=label)
+    except HandoffError as exc:
+        if not_this_requests(exc):  # under every policy: another request's layout is refused (glue.policy)
+            raise
+        decide(policy, exc, where="admission (BaseLLM._preprocess)", log=log)
+    return result
+
+
+@attrs.frozen
+class OwnRequest:
+    """What admission accepted that must be this request's: the layout, the adapter that accepted it and the
+    request's own prompt (:func:`mm_handoff.checks.check_own_request`, run apart from the policy)."""
+
+    layout: object
+    adapter: object
+    prompt_token_ids: object
 
 
 def check_admission(processor, result, disaggregated_params, state: _Admission, *, request_id=None,
-                    inputs=None) -> None:
+                    inputs=None, limits=None) -> OwnRequest | None:
     """mRoPE length vs prompt, pads vs embedding rows, and the layout the prefill point used (else the
-    carried one) vs the prompt actually used. Shapes come from handle dicts: nothing is rebuilt.
+    carried one) accepted; returns it with the prompt it must be this request's layout of (the prompt
+    actually used; upstream's carrier: the request's own text), or None. Shapes come from handle dicts:
+    nothing is rebuilt. ``limits``: this request's bounds (None: the process default).
 
     When upstream carried the layout itself (``disaggregated_params.multimodal_layout``), that layout is
     read and accepted as mm-handoff's own would be (:func:`._upstream_layout.check_upstream_layout`)."""
     if not isinstance(result, tuple) or not result or result[0] is None:
-        return
+        return None
     prompt_ids = result[0]
     mrope = mrope_ids_of(getattr(find_multimodal_params(result), "multimodal_data", None))
     if mrope is None:
@@ -106,30 +131,31 @@ def check_admission(processor, result, disaggregated_params, state: _Admission, 
         if adapter is None:  # a family mm-handoff does not know: the generic length check only
             if mrope is not None:
                 check_mrope_slice(mrope, len(prompt_ids), request_id=request_id)
-            return
-        check_upstream_layout(upstream_layout, adapter, disaggregated_params=disaggregated_params,
-                              prompt_token_ids=prompt_ids, own_prompt_ids=_own_prompt(processor, inputs),
-                              mrope_position_ids=mrope, request_id=request_id)
-        return
+            return None
+        layout = check_upstream_layout(upstream_layout, adapter, disaggregated_params=disaggregated_params,
+                                       prompt_token_ids=prompt_ids, mrope_position_ids=mrope,
+                                       request_id=request_id)
+        return OwnRequest(layout, adapter, _own_prompt(processor, inputs))
     handles = embedding_handles(disaggregated_params)
     if mrope is None and handles is None:
-        return
+        return None
     if handles is None and len(prompt_ids) <= 1:
-        return  # encoder-decoder placeholder prompt ([0]); nothing to compare
+        return None  # encoder-decoder placeholder prompt ([0]); nothing to compare
     layout, adapter = state.layout, state.adapter
     if layout is None and handles is not None and LAYOUT_KEY in carried(handles):
         layout, adapter = carried(handles)[LAYOUT_KEY], _known_adapter(processor, request_id)
     if layout is not None and adapter is not None:
-        accept_layout(layout, adapter, embeddings=handles, prompt_token_ids=prompt_ids, mrope_position_ids=mrope,
-                      request_id=request_id)
-        return
+        layout = accept_layout(layout, adapter, embeddings=handles, mrope_position_ids=mrope, limits=limits,
+                               request_id=request_id)
+        return OwnRequest(layout, adapter, prompt_ids)
     if mrope is not None:  # no layout: what the engine is about to use, checked without one
         check_mrope_slice(mrope, len(prompt_ids), request_id=request_id)
     adapter = _known_adapter(processor, request_id) if handles is not None else None
     if adapter is not None:
         rows = embedding_rows_of(handles, field="multimodal_embedding_handles", request_id=request_id)
         check_prompt_pads(prompt_ids, typed_adapter(adapter, request_id=request_id).spec, sum(rows),
-                          request_id=request_id)
+                          request_id=request_id, limits=limits)
+    return None
 
 
 def _own_prompt(processor, inputs):
@@ -185,11 +211,15 @@ def _prefill(wrapped, processor, args, kwargs, policy):
     remedy = Decision.REBUILD if GRIDS_KEY in found else None
     stock = None
     if LAYOUT_KEY in found:
+        accepted = False
         try:
-            layout = accept_layout(found[LAYOUT_KEY], adapter, embeddings=mm_handles,
-                                   prompt_token_ids=own_prompt(processor, inputs))
+            layout = accept_layout(found[LAYOUT_KEY], adapter, embeddings=mm_handles)
+            accepted = True
+            check_own_request(layout, adapter, prompt_token_ids=own_prompt(processor, inputs))
             return layout, adapter, disagg_prefill_inputs(layout)
         except HandoffError as exc:
+            if accepted and not_this_requests(exc):  # under every policy: never rebuilt over (glue.policy)
+                raise
             decision = decide(policy, exc, where="prefill (carried layout)", remedy=remedy, log=log)
     elif remedy is not None and policy is Policy.REBUILD:
         decision = Decision.REBUILD  # nothing carried but the grids: rebuild without asking the engine first

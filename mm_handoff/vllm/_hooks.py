@@ -8,9 +8,12 @@ calls ``LLM.generate`` (or the API server), so a typed error reaches that caller
 1. takes the encoder's layout out of ``mm_processor_kwargs`` (key :data:`LAYOUT_KWARG`) when the
    request carries one, so it never reaches the HF processor or the processor cache's key;
 2. calls vLLM's own ``apply``;
-3. checks the raw prompt (one placeholder per item) and, with a carried layout, the expanded ids
-   against it (:func:`~mm_handoff.vllm.check_expansion`); a failure goes to the policy
-   (:func:`mm_handoff.glue.policy.decide`), as at every TensorRT-LLM check point.
+3. checks the raw prompt (one placeholder per item) and, with a carried layout, accepts it, holds it to
+   this request's own raw prompt (:func:`mm_handoff.checks.check_own_request`: the prompt re-expands to
+   it), then checks the expanded ids against it (:func:`~mm_handoff.vllm.check_expansion`). A layout that
+   is not this request's is refused under every policy (another request's, not a mismatch to repair); any
+   other failure goes to the policy (:func:`mm_handoff.glue.policy.decide`), as at every TensorRT-LLM
+   check point: ``fallback`` keeps vLLM's own expansion of this request's prompt.
 
 The lifecycle that places it is :mod:`._lifecycle`.
 """
@@ -22,9 +25,10 @@ import importlib
 import logging
 
 from ..adapters.registry import get_adapter
+from ..checks import accept_layout, check_own_request
 from ..errors import EngineNotSupportedError, HandoffError
 from ..glue.engine_adapters import cached_adapter
-from ..glue.policy import Decision, Policy, decide
+from ..glue.policy import Decision, Policy, decide, not_this_requests
 from ..glue.unexpanded import LAYOUT_KWARG
 from ..layout.spec import PAD_ONLY, REPLACE_WRAPPER
 from ._checks import check_expansion, check_raw_prompt
@@ -88,10 +92,28 @@ def apply_wrapper(wrapped, processor, args, kwargs, *, policy: Policy):
         adapter = engine_adapter(processor)
         counts = {modality: len(ranges) for modality, ranges in result["mm_placeholders"].items()}
         check_raw_prompt(inputs.prompt, adapter, images=counts.get("image", 0), videos=counts.get("video", 0))
-        if carried is not None:
-            check_expansion(result["prompt_token_ids"], carried, adapter)
-    except HandoffError as exc:  # nothing to rebuild here: vLLM expands the prompt itself
-        if decide(policy, exc, where="vLLM expansion (Qwen3VLMultiModalProcessor.apply)", log=log) \
-                is not Decision.PASS_THROUGH:
+        layout = None if carried is None else accept_layout(carried, adapter)
+    except HandoffError as exc:
+        return _decided(policy, exc, result)
+    if layout is None:
+        return result
+    try:
+        check_own_request(layout, adapter, prompt_token_ids=inputs.prompt)
+    except HandoffError as exc:
+        if not_this_requests(exc):  # under every policy: another request's layout is refused (glue.policy)
             raise
+        return _decided(policy, exc, result)
+    try:
+        check_expansion(result["prompt_token_ids"], layout, adapter)
+    except HandoffError as exc:
+        return _decided(policy, exc, result)
+    return result
+
+
+def _decided(policy: Policy, error: HandoffError, result):
+    """vLLM's result under ``fallback``; the error otherwise (nothing to rebuild here: vLLM expands the
+    prompt itself)."""
+    if decide(policy, error, where="vLLM expansion (Qwen3VLMultiModalProcessor.apply)", log=log) \
+            is not Decision.PASS_THROUGH:
+        raise error
     return result

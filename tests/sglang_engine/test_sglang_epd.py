@@ -95,17 +95,19 @@ def test_policy_rebuild_answers_with_the_layout_and_fallback_warns(sglang_proces
     assert any("video_timestamps" in r.getMessage() and "policy=fallback" in r.getMessage() for r in caplog.records)
 
 
-def test_another_requests_layout_is_caught(sglang_processor):
-    """The layout of the same clip at 30 fps carried with this request: its timestamps differ."""
+@pytest.mark.parametrize("policy", ["raise", "rebuild", "fallback"])
+def test_another_requests_layout_is_caught(sglang_processor, policy):
+    """The layout of the same clip at 30 fps carried with this request: its timestamps are not this request's
+    (SGLang's own ``video_timestamps``), so it is refused under every policy, never rebuilt from or passed on."""
     proc = sglang_processor[0]
     epd, _, _ = epd_request(sglang_processor)
     other, _, _ = epd_request(sglang_processor, fps=30.0)
-    glue.install()
-    with pytest.raises(TokenMismatchError) as err:
+    glue.install(policy=policy)
+    with pytest.raises(GridMismatchError) as err:
         proc.get_validated_mm_data(epd.prompt, epd.sglang_embeddings(),
                                    **{**epd.kwargs(), glue.LAYOUT_KWARG: other.layout.to_wire()})
-    first = epd.layout.items[1].timestamp_spans[1][0]  # "<0.x" agrees at 0 s; the second stamp differs
-    assert first <= err.value.index < epd.layout.items[1].timestamp_spans[1][1]
+    assert err.value.field == "items[1].timestamps"  # "<0.x" agrees at 0 s; the second stamp differs
+    assert err.value.actual == other.layout.items[1].timestamps
 
 
 def test_convention_skew_is_named(sglang_processor):
