@@ -133,7 +133,7 @@ def check_admission(processor, result, disaggregated_params, state: _Admission, 
                 check_mrope_slice(mrope, len(prompt_ids), request_id=request_id)
             return None
         layout = check_upstream_layout(upstream_layout, adapter, disaggregated_params=disaggregated_params,
-                                       prompt_token_ids=prompt_ids, mrope_position_ids=mrope,
+                                       prompt_token_ids=prompt_ids, mrope_position_ids=mrope, limits=limits,
                                        request_id=request_id)
         return OwnRequest(layout, adapter, _own_prompt(processor, inputs))
     handles = embedding_handles(disaggregated_params)
