@@ -1,4 +1,4 @@
-"""``mm-handoff``: demo, inspect, diff, selfcheck, bench, doctor, run.
+"""``mm-handoff``: demo, inspect, diff, selfcheck, bench, corpus, doctor, run.
 
 Engine imports happen inside the commands, so ``mm-handoff --help`` stays fast. Bad input (a
 missing file, bad JSON, an invalid layout) ends with one ``mm-handoff: error: ...`` line on stderr
@@ -254,6 +254,18 @@ def cmd_doctor(args) -> int:
     return code
 
 
+def cmd_corpus(args) -> int:
+    """Write the stored corpus (HF's answers on the oracle's requests, per family and convention) into a folder."""
+    from .hf.corpus import export
+
+    try:
+        written = export(args.out)
+    except OSError as exc:
+        raise UsageError(f"{args.out!r}: cannot write the corpus there ({exc.strerror or exc})") from None
+    print(f"wrote {len(written)} files to {args.out} (README.md says what each field is)")
+    return 0
+
+
 def cmd_run(args) -> int:
     from .trtllm._launcher import run_command
     return run_command(args.command)
@@ -309,6 +321,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", metavar="FILE", help="also save the raw figures")
     b.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run)")
     b.set_defaults(func=cmd_bench)
+
+    co = sub.add_parser("corpus", help="write the layout corpus (HF's answers per family and convention) as JSON")
+    co.add_argument("--out", required=True, metavar="DIR")
+    co.set_defaults(func=cmd_corpus)
 
     dr = sub.add_parser("doctor", help="TensorRT-LLM: versions, hook points, patch status")
     dr.set_defaults(func=cmd_doctor)

@@ -332,6 +332,7 @@ class QwenLayoutAdapter(Adapter):
                                request_id=request_id)
         img_len = item_lengths(image_grids, spec.merge_size)
         out, cursor, i_img, i_vid = [], 0, 0, 0
+        bare = False  # a bare <|video_pad|> came first (replace_wrapper: the trios are filled before it)
         for p in places.tolist():
             if ids[p] == spec.image_pad:
                 out.append(ids[cursor:p])
@@ -340,6 +341,15 @@ class QwenLayoutAdapter(Adapter):
                 i_img += 1
                 continue
             lo, hi = self.placeholder_span(ids, p, "video", cursor, self.convention)
+            if hi - lo == 1:
+                bare = True
+            elif bare and self.fixed_convention is None:  # a trio after a bare pad, transformers <= 5.9
+                raise GridMismatchError(f"video placeholder {i_vid}", "video placeholders that transformers <= 5.9 "
+                                        "fills in prompt order", "a <|vision_start|><|video_pad|><|vision_end|> "
+                                        "after a bare <|video_pad|>", request_id=request_id,
+                                        hint="transformers <= 5.9 gives every video the first trio left before "
+                                        "any bare pad, so its prompt holds the videos out of order (their "
+                                        "features land on another video's pads); write every video the same way")
             n, first_open = self.settle_first_timestamp(ids[cursor:lo], field=f"prompt text before video {i_vid}",
                                                         request_id=request_id)
             out.append(ids[cursor:lo - n])

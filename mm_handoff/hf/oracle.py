@@ -162,10 +162,29 @@ def run_hf(processor, request: dict, *, merge_size: int = 2) -> dict:
                                             video_grid_thw=video_grid)
     except Exception as exc:  # HF's model would refuse it
         return {"refused": f"get_rope_index: {type(exc).__name__}: {exc}"[:300], "prompt": request["prompt"]}
+    printed = []  # per video, the texts the processor printed: its own expression on the metadata it used
+    temporal = getattr(processor.video_processor, "temporal_patch_size", 2)
+    for meta, (t, _, _) in zip(res.get("video_metadata") or [], video_grid.tolist() if video_grid is not None
+                               else [], strict=True):
+        seconds = processor._calculate_timestamps(meta.frames_indices, meta.fps, temporal)
+        printed.append([f"<{s:.1f} seconds>" for s in seconds[:t]])
     return {"input_ids": res["input_ids"][0].tolist(),
             "image_grid_thw": image_grid.tolist() if image_grid is not None else [],
             "video_grid_thw": video_grid.tolist() if video_grid is not None else [],
-            "mrope": pos[:, 0, :].tolist(), "delta": int(delta.reshape(-1)[0])}
+            "mrope": pos[:, 0, :].tolist(), "delta": int(delta.reshape(-1)[0]), "timestamps": printed}
+
+
+_TRIO, _PAD = "<|vision_start|><|video_pad|><|vision_end|>", "<|video_pad|>"
+
+
+def out_of_order(adapter, prompt: str) -> bool:
+    """transformers <= 5.9 (``replace_wrapper``, the Qwen processor) gives each video the first trio left, and a
+    bare ``<|video_pad|>`` only when none is: a trio after a bare pad gets an earlier video than the pad."""
+    if adapter.convention != "replace_wrapper" or getattr(adapter, "fixed_convention", None) is not None:
+        return False
+    marked = prompt.replace(_TRIO, "\0")  # every trio as one character
+    bare = marked.find(_PAD)
+    return bare != -1 and "\0" in marked[bare:]
 
 
 def compare(adapter, bare_adapter, tokenizer, request: dict, hf: dict) -> list:
@@ -174,6 +193,7 @@ def compare(adapter, bare_adapter, tokenizer, request: dict, hf: dict) -> list:
     ``adapter`` has the tokenizer; ``bare_adapter`` is the same family without one (the released vocabulary's
     facts only; None to skip): it must give HF's ids too, or a typed error naming why, never other ids.
     """
+    from ..adapters.timestamps import format_timestamp
     from ..errors import HandoffError
 
     if "refused" in hf:
@@ -182,6 +202,12 @@ def compare(adapter, bare_adapter, tokenizer, request: dict, hf: dict) -> list:
     grids = {"image_grid_thw": hf["image_grid_thw"], "video_grid_thw": hf["video_grid_thw"]}
     metas = [video_metadata(v) for v in request["videos"]]
     raw = tokenizer(request["prompt"], add_special_tokens=False)["input_ids"]
+    if out_of_order(adapter, request["prompt"]):  # HF's own ids hold the videos out of order: refused, typed
+        try:
+            adapter.rebuild_token_ids(raw, **grids, video_metadata=metas)
+        except HandoffError:
+            return []
+        return ["a trio after a bare <|video_pad|> (transformers <= 5.9 fills it first) is not refused"]
     problems = []
     try:
         layout = adapter.derive_layout(ids, **grids)
@@ -189,6 +215,9 @@ def compare(adapter, bare_adapter, tokenizer, request: dict, hf: dict) -> list:
         return [f"derive_layout refuses HF's ids: {exc}"]
     if layout.token_ids.tolist() != ids:
         problems.append("derive_layout changed the ids")
+    ours = [[format_timestamp(t) for t in it.timestamps] for it in layout.items if it.modality == "video"]
+    if ours != hf["timestamps"]:
+        problems.append(f"timestamps differ: {ours} vs HF {hf['timestamps']}")
     pos, delta = adapter.mrope_positions(ids, **grids)
     if pos.tolist() != hf["mrope"] or int(delta) != hf["delta"] or layout.mrope_position_delta != hf["delta"]:
         problems.append(f"mRoPE differs (delta {int(delta)} vs HF {hf['delta']})")

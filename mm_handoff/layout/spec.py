@@ -122,8 +122,8 @@ class TimestampVocab:
         the released vocabulary's own where the ids are one's, none otherwise."""
         merged = data.get("open_merged")
         if merged is None:
-            merged = known_open_merged(*(as_int(data[k]) for k in ("open", "close", "dot", "seconds")),
-                                       _digit_ids(data["digits"])) or ()
+            merged = known_open_merged(as_int(data["open"]), as_int(data["close"]), as_int(data["dot"]),
+                                       as_int(data["seconds"]), _digit_ids(data["digits"])) or ()
         return cls(open=data["open"], close=data["close"], dot=data["dot"], seconds=data["seconds"],
                    digits=data["digits"], open_merged=merged)
 

@@ -26,8 +26,6 @@ import json
 import os
 import subprocess
 import sys
-import zipfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -43,49 +41,8 @@ from mm_handoff.hf.tokenizers import build_tokenizer, load_tokenizer  # noqa: E4
 
 pytestmark = pytest.mark.hf
 
-OLD_VERSION = "5.9.0"
-OLD_DEPS = ("tokenizers==0.22.2", "huggingface-hub>=1.5,<2")
-
-
-def _cache_root() -> Path:
-    env = os.environ.get("MM_HANDOFF_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "mm-handoff"
-
-
-def _pip(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True, timeout=timeout)
-
-
-def _prepare_old_transformers() -> tuple:
-    """(transformers dir, deps dir), downloading and unpacking once; pytest.skip with the reason on failure."""
-    root = _cache_root()
-    tf_dir = root / f"tf-{OLD_VERSION}"
-    deps_dir = root / f"tf-{OLD_VERSION}-deps"
-    marker_tf = tf_dir / ".complete"
-    marker_deps = deps_dir / ".complete"
-    if not marker_tf.exists():
-        wheels = root / "wheels"
-        wheels.mkdir(parents=True, exist_ok=True)
-        whl = wheels / f"transformers-{OLD_VERSION}-py3-none-any.whl"
-        if not whl.exists():
-            r = _pip("download", "-q", "--no-deps", f"transformers=={OLD_VERSION}", "-d", str(wheels))
-            if r.returncode != 0 or not whl.exists():
-                pytest.skip(f"cannot download transformers=={OLD_VERSION}: {r.stderr.strip()[-400:]}")
-        tmp = tf_dir.with_name(tf_dir.name + f".tmp{os.getpid()}")
-        with zipfile.ZipFile(whl) as zf:
-            zf.extractall(tmp)
-        if tf_dir.exists():
-            import shutil
-            shutil.rmtree(tf_dir)
-        os.replace(tmp, tf_dir)
-        marker_tf.write_text(OLD_VERSION)
-    if not marker_deps.exists():
-        r = _pip("install", "-q", "--target", str(deps_dir), "--upgrade", *OLD_DEPS)
-        if r.returncode != 0 or not (deps_dir / "tokenizers").is_dir():
-            pytest.skip(f"cannot install {OLD_DEPS} for transformers {OLD_VERSION}: {r.stderr.strip()[-400:]}")
-        marker_deps.write_text(" ".join(OLD_DEPS))
-    return tf_dir, deps_dir
-
+from old_transformers import OLD_VERSION  # noqa: E402
+from old_transformers import prepare_old_transformers as _prepare_old_transformers  # noqa: E402
 
 # The script the old transformers runs. Reads a JSON job on stdin, prints one JSON line.
 _SCRIPT = r'''

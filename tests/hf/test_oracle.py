@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,7 +31,7 @@ torch = pytest.importorskip("torch")
 from mm_handoff.adapters.families import FAMILIES  # noqa: E402
 from mm_handoff.adapters.timestamps import format_timestamp  # noqa: E402
 from mm_handoff.errors import HandoffError  # noqa: E402
-from mm_handoff.hf import oracle  # noqa: E402
+from mm_handoff.hf import corpus, oracle  # noqa: E402
 from mm_handoff.hf import processors as P  # noqa: E402
 from mm_handoff.hf.tokenizers import build_tokenizer, load_tokenizer  # noqa: E402
 
@@ -69,9 +70,9 @@ def _render(tok):
     return lambda messages: tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
-def _judge(family, convention, tok, reqs, results):
+def _judge(family, convention, tok, reqs, results, transformers_version):
     adapter, bare = _adapters(family, convention, tok)
-    problems, refused = [], collections.Counter()
+    problems, refused, cases = [], collections.Counter(), []
     for req, hf in zip(reqs, results, strict=True):
         if "refused" in hf:
             refused[hf["refused"][:80]] += 1
@@ -80,8 +81,20 @@ def _judge(family, convention, tok, reqs, results):
         found = oracle.compare(adapter, bare, tok, req, hf)
         if found:
             problems.append((req["prompt"], [v["fps"] for v in req["videos"]], found))
+        elif len(cases) < corpus.CASES_PER_SET and len(hf["input_ids"]) <= corpus.MAX_CASE_IDS:
+            layout = adapter.derive_layout(hf["input_ids"], image_grid_thw=hf["image_grid_thw"],
+                                           video_grid_thw=hf["video_grid_thw"])
+            raw = tok(req["prompt"], add_special_tokens=False)["input_ids"]
+            cases.append(corpus.case(req, raw, hf, layout, hf["timestamps"]))
     assert not problems, f"{len(problems)} of {len(reqs)} differ from HF; first: {problems[:3]}"
     assert sum(refused.values()) < 0.4 * len(reqs), refused  # most requests were compared
+    # the stored corpus is what HF answers today (its cases are the first answered requests of this draw)
+    fresh = corpus.make_set(family, convention, transformers_version, cases)
+    name = f"{family}.{convention}"
+    if os.environ.get("MM_HANDOFF_WRITE_CORPUS") == "1":
+        Path(corpus.__file__).with_name("corpus_data").joinpath(f"{name}.json").write_text(corpus.dumps(fresh))
+    assert json.loads(corpus.dumps(corpus.load(name))) == json.loads(corpus.dumps(fresh)), \
+        f"{name}: the stored corpus is not what HF answers (MM_HANDOFF_WRITE_CORPUS=1 rewrites it)"
 
 
 @pytest.mark.parametrize("family, convention", CURRENT)
@@ -89,7 +102,9 @@ def test_mm_handoff_answers_what_hf_answers(family, convention):
     tok = _tokenizer(family)
     proc = P.build_processor(family, tok)
     reqs = oracle.requests(family, convention, COUNT, seed=0, chat_template=_render(tok))
-    _judge(family, convention, tok, reqs, [oracle.run_hf(proc, r) for r in reqs])
+    import transformers
+
+    _judge(family, convention, tok, reqs, [oracle.run_hf(proc, r) for r in reqs], transformers.__version__)
 
 
 # --- transformers 5.9.0 (replace_wrapper), in a subprocess -----------------------------------------------------
@@ -114,9 +129,9 @@ print("RESULT " + json.dumps(out))
 
 @pytest.fixture(scope="module")
 def replace_wrapper_runs():
-    from test_convention_old_transformers import OLD_VERSION, _prepare_old_transformers
+    from old_transformers import OLD_VERSION, prepare_old_transformers
 
-    tf_dir, deps_dir = _prepare_old_transformers()
+    tf_dir, deps_dir = prepare_old_transformers()
     job, reqs = {"video_size": dict(P.OFFICIAL_VIDEO_SIZE), "families": {}}, {}
     for family in QWEN:
         tok = _tokenizer(family)
@@ -131,13 +146,13 @@ def replace_wrapper_runs():
     assert r.returncode == 0 and lines, f"transformers {OLD_VERSION} subprocess failed:\n{r.stderr[-3000:]}"
     out = json.loads(lines[-1][len("RESULT "):])
     assert out["transformers"] == OLD_VERSION
-    return reqs, out["results"]
+    return reqs, out["results"], out["transformers"]
 
 
 @pytest.mark.parametrize("family", QWEN)
 def test_mm_handoff_answers_what_hf_answers_replace_wrapper(replace_wrapper_runs, family):
-    reqs, results = replace_wrapper_runs
-    _judge(family, "replace_wrapper", _tokenizer(family), reqs[family], results[family])
+    reqs, results, version = replace_wrapper_runs
+    _judge(family, "replace_wrapper", _tokenizer(family), reqs[family], results[family], version)
 
 
 # --- the classes the oracle found, as named properties -----------------------------------------------------------
@@ -202,3 +217,77 @@ def test_timestamps_are_computed_in_the_metadata_own_number_types(fps_type, fps,
         assert any(not (0 <= float(t) < 1e7) for t in hf)
         return
     assert [format_timestamp(t) for t in ours] == expected
+
+
+# --- the corpus, as a peer reads it -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", corpus.names())
+def test_mm_handoff_answers_the_corpus(name):
+    """From each stored case's un-expanded ids, grids and metadata, the adapter rebuilds HF's ids, and from
+    those derives HF's runs, timestamps and mRoPE ids and delta."""
+    data = corpus.load(name)
+    assert len(data["cases"]) == corpus.CASES_PER_SET
+    family, convention = data["family"], data["convention"]
+    adapter = _adapter_pair(family, convention)[0]
+    for case in data["cases"]:
+        want = case["expected"]
+        grids = {"image_grid_thw": want["image_grid_thw"], "video_grid_thw": want["video_grid_thw"]}
+        metas = [oracle.video_metadata(v) for v in case["videos"]]
+        ids = adapter.rebuild_token_ids(case["raw_prompt_ids"], **grids, video_metadata=metas).tolist()
+        assert ids == want["token_ids"]
+        layout = adapter.derive_layout(ids, **grids)
+        assert [{"modality": it.modality, "runs": [list(r) for r in zip(it.run_offsets.tolist(),
+                                                                         it.run_lengths.tolist(), strict=True)],
+                 "timestamps": [format_timestamp(t) for t in it.timestamps] if it.modality == "video" else None}
+                for it in layout.items] == want["items"]
+        pos, delta = adapter.mrope_positions(ids, **grids)
+        assert pos.tolist() == want["mrope_position_ids"] and delta == want["mrope_position_delta"]
+
+
+def test_the_corpus_covers_every_family_and_convention_and_a_merged_timestamp():
+    sets = corpus.load()
+    assert {(d["family"], d["convention"]) for d in sets.values()} == {*CURRENT, *((f, "replace_wrapper")
+                                                                                    for f in QWEN)}
+    merged = 0
+    for d in sets.values():
+        adapter = _adapter_pair(d["family"], d["convention"])[0]
+        for case in d["cases"]:
+            want = case["expected"]
+            layout = adapter.derive_layout(want["token_ids"], image_grid_thw=want["image_grid_thw"],
+                                           video_grid_thw=want["video_grid_thw"])
+            merged += any(int(layout.token_ids[it.span_array[0, 0]]) in adapter.spec.timestamps.open_merged
+                          for it in layout.items if it.modality == "video")
+    assert merged >= 5  # the text-boundary class is in the data a peer tests against
+
+
+def test_the_corpus_round_trips_through_the_export(tmp_path):
+    from mm_handoff.cli import main
+
+    assert main(["corpus", "--out", str(tmp_path)]) == 0
+    index = json.loads((tmp_path / "index.json").read_text())
+    assert [s["file"] for s in index["sets"]] == [f"{n}.json" for n in corpus.names()]
+    for n in corpus.names():
+        assert json.loads((tmp_path / f"{n}.json").read_text()) == corpus.load(n)
+    assert "raw_prompt_ids" in (tmp_path / "README.md").read_text()
+
+
+@settings(max_examples=200, deadline=None)
+@given(family=st.sampled_from(QWEN), forms=st.lists(st.booleans(), min_size=1, max_size=4), text=TEXT)
+def test_videos_transformers_59_fills_out_of_order_are_refused(family, forms, text):
+    """transformers <= 5.9 gives each video the first trio left and a bare pad only when no trio is: a trio
+    after a bare ``<|video_pad|>`` gets an earlier video, so its ids hold the videos out of order. The rebuild
+    refuses that prompt by name; every other order is rebuilt."""
+    adapter = _adapter_pair(family, "replace_wrapper")[0]
+    tok = _tokenizer(family)
+    prompt = "".join(("<|vision_start|><|video_pad|><|vision_end|>" if trio else "<|video_pad|>") + "\n" + text
+                     for trio in forms)
+    raw = tok(prompt, add_special_tokens=False)["input_ids"]
+    meta = [{"fps": 30.0, "frames_indices": [0, 3, 6, 9]}] * len(forms)
+    grids = [[2, 2, 2]] * len(forms)
+    disorder = any(trio for trio in forms[forms.index(False):]) if False in forms else False
+    assert oracle.out_of_order(adapter, prompt) == disorder
+    if disorder:
+        with pytest.raises(HandoffError, match="after a bare"):
+            adapter.rebuild_token_ids(raw, video_grid_thw=grids, video_metadata=meta)
+    else:
+        adapter.rebuild_token_ids(raw, video_grid_thw=grids, video_metadata=meta)
