@@ -192,6 +192,7 @@ def compare(adapter, bare_adapter, tokenizer, request: dict, hf: dict) -> list:
 
     ``adapter`` has the tokenizer; ``bare_adapter`` is the same family without one (the released vocabulary's
     facts only; None to skip): it must give HF's ids too, or a typed error naming why, never other ids.
+    (long: one check after another, each naming what differs.)
     """
     from ..adapters.timestamps import format_timestamp
     from ..errors import HandoffError

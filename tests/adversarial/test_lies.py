@@ -34,7 +34,7 @@ from mm_handoff.reading import Limits
 
 ADAPTER = Qwen3VLAdapter(convention="pad_only")
 S = ADAPTER.spec
-TEXT = [100, 101, 102]
+TEXT = [100, 101, 198]  # (ending in a newline: without a tokenizer a '<' after it is known to stand alone)
 RAW = [*TEXT, S.vision_start, S.video_pad, S.vision_end, 103, S.vision_start, S.image_pad, S.vision_end, 104]
 VIDEO, IMAGE = [(2, 4, 4)], [(1, 4, 4)]
 META = [{"fps": 2.0, "frames_indices": [0, 1, 2, 3]}]
@@ -359,7 +359,7 @@ def test_a_one_group_video_must_close_and_items_must_not_overlap():
     for convention in ("pad_only", "replace_wrapper"):
         adapter = Qwen3VLAdapter(convention=convention)
         s = adapter.spec
-        raw, vg = [100, s.vision_start, s.video_pad, s.vision_end, 101], [(1, 4, 4)]
+        raw, vg = [198, s.vision_start, s.video_pad, s.vision_end, 101], [(1, 4, 4)]
         ids = adapter.rebuild_token_ids(raw, video_grid_thw=vg, video_metadata=[{"fps": 2.0, "frames_indices": [0, 1]}])
         end = adapter.derive_layout(ids, video_grid_thw=vg).items[0].end
         replaced = np.concatenate([ids[:end], [4999], ids[end + 1:]])
@@ -371,7 +371,7 @@ def test_a_one_group_video_must_close_and_items_must_not_overlap():
             continue
         refused(partial(accept_layout, lay.to_wire(), adapter, prompt_token_ids=raw, video_grid_thw=vg),
                 TokenMismatchError, "prompt text after the last item")
-    two = [100, S.vision_start, S.video_pad, S.vision_end, S.vision_start, S.video_pad, S.vision_end, 100]
+    two = [198, S.vision_start, S.video_pad, S.vision_end, S.vision_start, S.video_pad, S.vision_end, 100]
     adapter = Qwen3VLAdapter(convention="replace_wrapper")
     meta = [{"fps": 2.0, "frames_indices": [0, 1]}] * 2
     ids = adapter.rebuild_token_ids(two, video_grid_thw=vg * 2, video_metadata=meta)
