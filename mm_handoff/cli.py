@@ -286,6 +286,7 @@ def _layout_command(sub, name: str, help_text: str, files: tuple, func, *, grids
 
 def build_parser() -> argparse.ArgumentParser:
     from ._version import __version__
+    from .adapters.families import HF_FAMILIES
 
     p = argparse.ArgumentParser(prog="mm-handoff", description=__doc__.splitlines()[0])
     p.add_argument("--version", action="version", version=f"mm-handoff {__version__}")
@@ -293,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="show the E/PD video bug and the fix on a tiny Qwen3-VL (TensorRT-LLM #20138)")
     d.add_argument("--family", default="qwen3_vl",
-                   choices=["qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "cosmos3_omni"])
+                   choices=[name for name, row in HF_FAMILIES.items() if row.qwen_processor])
     d.add_argument("--frames", type=int, default=40)
     d.add_argument("--height", type=int, default=224)
     d.add_argument("--width", type=int, default=224)

@@ -1,12 +1,16 @@
 """The built-in families, in one table: each family's adapter class (its ids and sizes over the shared
-Qwen layout), the names it is registered under, and the TensorRT-LLM processor classes that serve it.
+Qwen layout), the names it is registered under, the TensorRT-LLM processor classes that serve it, and where
+it lives in transformers (:data:`HF_FAMILIES`: the tokenizer, processor, config and model classes that the HF
+reference, the CLI, the oracle and the corpus read).
 
-A new family is one class here and one row in :data:`FAMILIES` (plus its test data). Every family shares
-:class:`~mm_handoff.adapters.qwen_layout.QwenLayoutAdapter`'s layout: the processor's groups, timestamps
-and mRoPE; a class states only what differs from Qwen3-VL.
+A new family is one class here and one row in :data:`FAMILIES` and :data:`HF_FAMILIES` (plus its test data).
+Every family shares :class:`~mm_handoff.adapters.qwen_layout.QwenLayoutAdapter`'s layout: the processor's
+groups, timestamps and mRoPE; a class states only what differs from Qwen3-VL.
 """
 
 from __future__ import annotations
+
+import attrs
 
 from ..layout.spec import REPLACE_WRAPPER
 from ..layout.vocabularies import QWEN3_5
@@ -79,6 +83,46 @@ FAMILIES = {
     "qwen3_5_moe": Qwen3_5MoeAdapter,
     "cosmos3_edge": Cosmos3EdgeAdapter,
 }
+
+@attrs.frozen
+class HFFamily:
+    """A family as transformers has it: the model type the HF reference builds and the classes it uses."""
+
+    #: the HF ``model_type`` (a key of :data:`FAMILIES`)
+    name: str
+    #: the released vocabulary its tokenizer is (``"qwen3"`` / ``"qwen3_5"``; Cosmos3-Edge's is not public, and
+    #: the Qwen3 tokenizer stands in for it)
+    tokenizer: str
+    #: transformers' processor, config and ``*ForConditionalGeneration`` classes
+    processor: str
+    config: str
+    model: str
+
+    @property
+    def adapter(self) -> type[QwenLayoutAdapter]:
+        return FAMILIES[self.name]
+
+    @property
+    def deepstack(self) -> bool:
+        """The text model adds deepstack features (Qwen3-VL, -MoE, Cosmos3-Omni)."""
+        return self.adapter.default_deepstack_levels > 0
+
+    @property
+    def qwen_processor(self) -> bool:
+        """Served by ``Qwen3VLProcessor`` (every family but Cosmos3-Edge): the E/PD reference engine runs it."""
+        return self.processor == "Qwen3VLProcessor"
+
+
+#: the families the HF reference, the tiny models, the oracle and the corpus cover, in this order
+HF_FAMILIES = {row.name: row for row in (
+    HFFamily("qwen3_vl", "qwen3", "Qwen3VLProcessor", "Qwen3VLConfig", "Qwen3VLForConditionalGeneration"),
+    HFFamily("qwen3_vl_moe", "qwen3", "Qwen3VLProcessor", "Qwen3VLMoeConfig", "Qwen3VLMoeForConditionalGeneration"),
+    HFFamily("qwen3_5", "qwen3_5", "Qwen3VLProcessor", "Qwen3_5Config", "Qwen3_5ForConditionalGeneration"),
+    HFFamily("qwen3_5_moe", "qwen3_5", "Qwen3VLProcessor", "Qwen3_5MoeConfig", "Qwen3_5MoeForConditionalGeneration"),
+    HFFamily("cosmos3_omni", "qwen3", "Qwen3VLProcessor", "Cosmos3OmniConfig", "Cosmos3OmniForConditionalGeneration"),
+    HFFamily("cosmos3_edge", "qwen3", "Cosmos3EdgeProcessor", "Cosmos3EdgeConfig",
+             "Cosmos3EdgeForConditionalGeneration"),
+)}
 
 #: TensorRT-LLM input-processor classes (by dotted name, resolved lazily) -> default family.
 #: One processor class serves several model types upstream, so the adapter follows the model

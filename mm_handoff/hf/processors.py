@@ -30,13 +30,14 @@ from typing import Any
 
 import numpy as np
 
+from ..adapters.families import HF_FAMILIES
 from .families import normalize_family
 
 #: The Qwen3-VL checkpoints' video size (24 * 1024 * 1024 pixel budget for the whole video).
 OFFICIAL_VIDEO_SIZE = {"shortest_edge": 4096, "longest_edge": 25165824}
 
-QWEN_LAYOUT_FAMILIES: tuple[str, ...] = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "cosmos3_omni")
-PROCESSOR_FAMILIES: tuple[str, ...] = QWEN_LAYOUT_FAMILIES + ("cosmos3_edge",)
+QWEN_LAYOUT_FAMILIES: tuple[str, ...] = tuple(name for name, row in HF_FAMILIES.items() if row.qwen_processor)
+PROCESSOR_FAMILIES: tuple[str, ...] = tuple(HF_FAMILIES)
 
 def _norm(family: str) -> str:
     return normalize_family(family, PROCESSOR_FAMILIES)
@@ -44,9 +45,7 @@ def _norm(family: str) -> str:
 
 def tokenizer_vocab_for(family: str) -> str:
     """``"qwen3"`` or ``"qwen3_5"``: the rebuilt vocab a family's processor uses (Edge: the Qwen3 stand-in)."""
-    from .tokenizers import resolve_vocab
-
-    return resolve_vocab(_norm(family)).name
+    return HF_FAMILIES[_norm(family)].tokenizer
 
 
 def build_processor(
@@ -80,7 +79,7 @@ def build_processor(
     proc_cls: type
     image_cls: type
     video_cls: type
-    if fam == "cosmos3_edge":
+    if not HF_FAMILIES[fam].qwen_processor:  # Cosmos3-Edge
         from transformers import Cosmos3EdgeProcessor
         from transformers.models.cosmos3_edge.image_processing_cosmos3_edge import Cosmos3EdgeImageProcessor
         from transformers.models.cosmos3_edge.video_processing_cosmos3_edge import Cosmos3EdgeVideoProcessor

@@ -37,11 +37,12 @@ def load_family(family: str, *, seed: int = 0, video_size: dict | None = None) -
     the tokenizer and the model's config.
     """
     from ..adapters import FAMILIES
+    from ..adapters.families import HF_FAMILIES
     from . import tiny
     from .tokenizers import load_tokenizer
 
-    fam = normalize_family(family, FAMILIES)
-    if fam == "cosmos3_edge":
+    fam = normalize_family(family, HF_FAMILIES)
+    if not HF_FAMILIES[fam].qwen_processor:
         raise ValueError("the E/PD engine runs the Qwen-layout families; Cosmos3-Edge is covered at layout level")
     key = (fam, seed, None if video_size is None else tuple(sorted(video_size.items())))
     with _CACHE_LOCK:

@@ -23,19 +23,13 @@ import copy
 from typing import Any
 
 from ..adapters import Cosmos3EdgeAdapter, Qwen3_5Adapter, Qwen3VLAdapter
+from ..adapters.families import HF_FAMILIES
 from .families import normalize_family
 
-FAMILIES: tuple[str, ...] = (
-    "qwen3_vl",
-    "qwen3_vl_moe",
-    "qwen3_5",
-    "qwen3_5_moe",
-    "cosmos3_omni",
-    "cosmos3_edge",
-)
+FAMILIES: tuple[str, ...] = tuple(HF_FAMILIES)
 
 #: Families whose text model adds deepstack features after the first decoder layers.
-DEEPSTACK_FAMILIES: frozenset[str] = frozenset({"qwen3_vl", "qwen3_vl_moe", "cosmos3_omni"})
+DEEPSTACK_FAMILIES: frozenset[str] = frozenset(name for name, row in HF_FAMILIES.items() if row.deepstack)
 
 def _config_ids(adapter_cls) -> dict:
     """The family adapter's default ids under the HF config's attribute names (one source of truth)."""
@@ -122,32 +116,13 @@ def tiny_config_kwargs(family: str, *, edge_token_ids: str = "standin") -> dict[
     return copy.deepcopy(out)
 
 
-_CONFIG_CLASSES = {
-    "qwen3_vl": ("transformers", "Qwen3VLConfig"),
-    "qwen3_vl_moe": ("transformers", "Qwen3VLMoeConfig"),
-    "qwen3_5": ("transformers", "Qwen3_5Config"),
-    "qwen3_5_moe": ("transformers", "Qwen3_5MoeConfig"),
-    "cosmos3_omni": ("transformers", "Cosmos3OmniConfig"),
-    "cosmos3_edge": ("transformers", "Cosmos3EdgeConfig"),
-}
-
-_MODEL_CLASSES = {
-    "qwen3_vl": "Qwen3VLForConditionalGeneration",
-    "qwen3_vl_moe": "Qwen3VLMoeForConditionalGeneration",
-    "qwen3_5": "Qwen3_5ForConditionalGeneration",
-    "qwen3_5_moe": "Qwen3_5MoeForConditionalGeneration",
-    "cosmos3_omni": "Cosmos3OmniForConditionalGeneration",
-    "cosmos3_edge": "Cosmos3EdgeForConditionalGeneration",
-}
-
-
 def _norm(family: str) -> str:
     return normalize_family(family, FAMILIES)
 
 
 def model_class_name(family: str) -> str:
     """The ``transformers`` class ``build_tiny_model`` instantiates for ``family``."""
-    return _MODEL_CLASSES[_norm(family)]
+    return HF_FAMILIES[_norm(family)].model
 
 
 def has_deepstack(family_or_model: Any) -> bool:
@@ -163,8 +138,7 @@ def tiny_config(family: str, *, edge_token_ids: str = "standin", attn_implementa
     import importlib
 
     fam = _norm(family)
-    mod, name = _CONFIG_CLASSES[fam]
-    cls = getattr(importlib.import_module(mod), name)
+    cls = getattr(importlib.import_module("transformers"), HF_FAMILIES[fam].config)
     kw = tiny_config_kwargs(fam, edge_token_ids=edge_token_ids)
     cfg = cls(**kw)
     if attn_implementation is not None:
@@ -188,7 +162,7 @@ def build_tiny_model(
 
     fam = _norm(family)
     cfg = tiny_config(fam, edge_token_ids=edge_token_ids, attn_implementation=attn_implementation)
-    cls = getattr(transformers, _MODEL_CLASSES[fam])
+    cls = getattr(transformers, HF_FAMILIES[fam].model)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = cls(cfg)

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from .._env import CACHE
+from ..adapters.families import HF_FAMILIES
 
 #: Bump when the build recipe changes in a way the recipe digest below would not capture.
 RECIPE_VERSION = "1"
@@ -114,23 +115,19 @@ VOCABS: dict[str, VocabSpec] = {  # name, rank file, class, first special id, sp
                          "qwen3.6-27b"),
 }
 
-# Family / spelling aliases -> vocab name.
+# Vocab spellings -> vocab name; every family name maps to its tokenizer through the families table.
 _ALIASES = {
     "qwen3": "qwen3",
     "qwen2": "qwen3",
     "qwen2.5": "qwen3",
-    "qwen3_vl": "qwen3",
     "qwen3-vl": "qwen3",
-    "qwen3_vl_moe": "qwen3",
-    "cosmos3_omni": "qwen3",
-    "cosmos3_edge": "qwen3",  # stand-in: the Edge tokenizer is not available offline
     "qwen3_5": "qwen3_5",
     "qwen3.5": "qwen3_5",
     "qwen3-5": "qwen3_5",
-    "qwen3_5_moe": "qwen3_5",
     "qwen3.6": "qwen3_5",
     "qwen3_6": "qwen3_5",
     "qwen4_exp": "qwen3_5",
+    **{name: row.tokenizer for name, row in HF_FAMILIES.items()},
 }
 
 

@@ -28,7 +28,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("torchvision")
 torch = pytest.importorskip("torch")
 
-from mm_handoff.adapters.families import FAMILIES  # noqa: E402
+from mm_handoff.adapters.families import FAMILIES, HF_FAMILIES  # noqa: E402
 from mm_handoff.adapters.timestamps import format_timestamp  # noqa: E402
 from mm_handoff.errors import HandoffError  # noqa: E402
 from mm_handoff.hf import corpus, oracle  # noqa: E402
@@ -38,8 +38,11 @@ from mm_handoff.hf.tokenizers import build_tokenizer, load_tokenizer  # noqa: E4
 pytestmark = pytest.mark.hf
 
 COUNT = int(os.environ.get("MM_HANDOFF_ORACLE_EXAMPLES", "300"))
-QWEN = ("qwen3_vl", "qwen3_vl_moe", "cosmos3_omni", "qwen3_5", "qwen3_5_moe")
-CURRENT = [(f, "pad_only") for f in QWEN] + [("cosmos3_edge", "replace_wrapper")]
+#: every family the HF reference covers (the families table): the Qwen processor's under both conventions,
+#: Cosmos3-Edge's (always replace_wrapper) under the current transformers
+QWEN = tuple(name for name, row in HF_FAMILIES.items() if row.qwen_processor)
+CURRENT = [(f, "pad_only") for f in QWEN] + [(name, "replace_wrapper") for name, row in HF_FAMILIES.items()
+                                             if not row.qwen_processor]
 #: what HF itself refuses: a tuple of frame indices (``indices.tolist()``), one frame where a temporal patch
 #: needs two, and prompts its model cannot place (adjacent items of one kind without markers, no text at all)
 HF_REFUSES = re.compile(r"AttributeError: 'tuple' object has no attribute 'tolist'|t:1 must be larger than "
