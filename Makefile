@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.mm-handoff-installed
 DEMO_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench setup clean test-vllm conformance test-sglang
+.PHONY: demo test lint bench setup clean test-vllm conformance test-sglang oracle-long
 
 # (setuptools announces every editable install with a banner, a UserWarning of the build backend;
 # it says nothing about this project, so the one install step silences it)
@@ -43,6 +43,13 @@ test: lint
 	# more; the properties with hypothesis's dev profile: the examples were drawn in full above).
 	# PYTHONOPTIMIZE, not -O: the workers are new interpreters, which inherit the environment, not the flag
 	PYTHONOPTIMIZE=1 HYPOTHESIS_PROFILE=dev $(PY) -m pytest -n $(TEST_WORKERS) $(CORE_TESTS) -q -p no:cacheprovider
+
+# HF's processors as a differential oracle, the long profile: 2,000 requests per family and convention (22,000 in
+# all; make test runs 300 of each), transformers 5.9 in a subprocess for replace_wrapper (tests/hf/test_oracle.py)
+ORACLE_EXAMPLES ?= 2000
+oracle-long: $(STAMP)
+	MM_HANDOFF_ORACLE_EXAMPLES=$(ORACLE_EXAMPLES) $(PY) -m pytest -n $(TEST_WORKERS) tests/hf/test_oracle.py -q \
+	  -k "answers_what_hf_answers" -p no:cacheprovider $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(VENV)/bin/mm-handoff bench

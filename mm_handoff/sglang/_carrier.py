@@ -79,7 +79,7 @@ def epd_inputs(layout: HandoffLayout, embeddings: Sequence, adapter, *, video_me
         raise SkewError("convention", f"{SGLANG_CONVENTION} (SGLang's EPD rebuild)", f"{layout.convention} (encoder)",
                         request_id=request_id, hint="SGLang keeps the template's vision markers whatever its "
                         "transformers; an encoder on transformers <= 5.9 replaced them")
-    raw = raw_prompt_ids(layout)
+    raw = raw_prompt_ids(layout, limits=limits, request_id=request_id)
     typed_adapter(adapter, request_id=request_id).check_prompt(layout, raw, request_id=request_id)
     data: dict[str, Any] = {}
     meta: dict[str, Any] = {"img_grid_thw": None, "video_grid_thw": None}

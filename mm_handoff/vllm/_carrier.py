@@ -103,7 +103,7 @@ def embeds_request(layout: HandoffLayout, embeddings: Sequence, adapter, *, vide
 
     layout = accept_layout(layout, adapter, embeddings=embeddings, limits=limits, request_id=request_id)
     tensors = embedding_tensors(embeddings, request_id)
-    raw = raw_prompt_ids(layout)
+    raw = raw_prompt_ids(layout, limits=limits, request_id=request_id)
     typed_adapter(adapter, request_id=request_id).check_prompt(layout, raw, request_id=request_id)
     data: dict[str, dict] = {}
     for modality in (IMAGE, "video"):

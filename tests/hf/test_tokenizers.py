@@ -180,3 +180,22 @@ def test_concurrent_builds(tmp_path):
     dirs = [e for e in entries if (tmp_path / e).is_dir()]
     assert len(dirs) == 1 and dirs[0].startswith("qwen3-"), entries
     assert not [e for e in entries if e.startswith(".tmp-")], entries
+
+
+@pytest.mark.parametrize("vocab", ["qwen3", "qwen3_5"])
+def test_the_vocabulary_table_is_what_the_tokenizer_holds(vocab):
+    """The facts a process without the tokenizer relies on (mm_handoff.layout.vocabularies): every rank longer
+    than one byte that ends in '<', the first added id, the newline ids and the timestamp pieces."""
+    from mm_handoff.layout.vocabularies import QWEN3, QWEN3_5
+
+    table = {"qwen3": QWEN3, "qwen3_5": QWEN3_5}[vocab]
+    tok = T.load_tokenizer(vocab, shared=True)
+    added = set(tok.added_tokens_decoder)
+    assert min(added) == table.first_added_id
+    merged = sorted(i for piece, i in tok.get_vocab().items()
+                    if len(piece) > 1 and piece.endswith("<") and i not in added)
+    assert tuple(merged) == table.open_merged
+    assert [tok.encode(t, add_special_tokens=False) for t in ("\n", "\n\n")] == [[i] for i in table.newline_ids]
+    assert tok.encode(" seconds", add_special_tokens=False) == [table.seconds]
+    assert [tok.encode(c, add_special_tokens=False)[0] for c in "<>."] == [table.open, table.close, table.dot]
+    assert [tok.encode(str(d), add_special_tokens=False)[0] for d in range(10)] == list(table.digits)
