@@ -242,7 +242,9 @@ class Adapter(metaclass=_TypedClass):
         """
         spec = self.spec
         # an un-expanded prompt is never longer than its expansion: bounded by the accepted layout
-        raw = readonly_ids(prompt_token_ids, "prompt_token_ids", max_len=layout.prompt_len)
+        raw = readonly_ids(prompt_token_ids, "prompt_token_ids", max_len=layout.prompt_len,
+                           bound=("the layout's length: a prompt is never longer than its expansion",
+                                  "the prompt is not the one the encoder expanded"))
         places = np.nonzero((raw == spec.image_pad) | (raw == spec.video_pad))[0]
         if (raw[places] == spec.video_pad).tolist() != layout.item_types:  # 0 image, 1 video, in order
             raise GridMismatchError("prompt placeholders", [i.modality for i in layout.items],

@@ -14,19 +14,24 @@ from ..reading import MAX_ID, plain_sequence, resolve_limits, sequence_len
 #: the largest id an int32 holds (every vocabulary in the family fits)
 
 
-def readonly_ids(token_ids, field: str = "token_ids", *, max_len: int | None = None) -> np.ndarray:
+#: what bounds a prompt by default, and what to do about it
+_LIMIT_BOUND = ("limits.max_prompt_len", "raise the limits for longer prompts")
+
+
+def readonly_ids(token_ids, field: str = "token_ids", *, max_len: int | None = None,
+                 bound: tuple = _LIMIT_BOUND) -> np.ndarray:
     """Return token ids as a 1-D int32 array no one can change (no copy when already one: :func:`frozen`).
 
     Ids are ints in ``[0, MAX_ID]``, given as a list, a tuple, an integer array or tensor. Nothing
     is coerced: a bool among them, a float, a masked array (its mask would be ignored), bytes (they
     would read as uint8 ids) or an object that fails to convert is a :class:`LayoutError` naming
     ``field``; so is a sequence longer than ``max_len`` (the entry points pass their limits'
-    ``max_prompt_len``, checked before any conversion).
+    ``max_prompt_len``, checked before any conversion). ``bound``: what ``max_len`` is and the hint for a
+    longer sequence (the limits by default; a check against a layout names the layout).
     """
     size = claimed_size(token_ids) if max_len is not None else None
     if size is not None and size > max_len:
-        raise LayoutError(field, f"at most {max_len} ids (limits.max_prompt_len)", size,
-                          hint="raise the limits for longer prompts")
+        raise LayoutError(field, f"at most {max_len} ids ({bound[0]})", size, hint=bound[1])
     if type(token_ids) is np.ndarray and token_ids.dtype == np.int32 and frozen(token_ids):
         return token_ids
     if isinstance(token_ids, (list, tuple)):
@@ -46,8 +51,7 @@ def readonly_ids(token_ids, field: str = "token_ids", *, max_len: int | None = N
     if arr.ndim != 1:
         raise LayoutError(field, "a 1-D sequence of token ids", f"shape {arr.shape}")
     if max_len is not None and arr.shape[0] > max_len:  # an object that claimed fewer than it held
-        raise LayoutError(field, f"at most {max_len} ids (limits.max_prompt_len)", arr.shape[0],
-                          hint="raise the limits for longer prompts")
+        raise LayoutError(field, f"at most {max_len} ids ({bound[0]})", arr.shape[0], hint=bound[1])
     if arr.size and arr.dtype.kind not in "iu":
         raise LayoutError(field, "integer token ids", f"dtype {arr.dtype}")
     if arr.size and (int(arr.min()) < 0 or int(arr.max()) > MAX_ID):

@@ -119,3 +119,23 @@ def test_the_stock_layout_fails_the_accept_step_at_the_mrope_slice_first(pair):
                   lambda: accept_layout(stock, adapter, mrope_position_ids=agg.mrope_position_ids)):
         with pytest.raises(MropeLengthError):
             check()
+
+
+def test_a_prompt_longer_than_its_layout_names_the_layout_not_the_limits():
+    """An un-expanded prompt is never longer than its expansion: one that is is not this layout's prompt, and
+    the error says so (raising the limits would not help)."""
+    from mm_handoff import get_adapter
+    from mm_handoff.errors import HandoffError
+
+    adapter = get_adapter("qwen3_vl", convention="pad_only")
+    s = adapter.spec
+    raw = [198, s.vision_start, s.image_pad, s.vision_end]
+    layout = adapter.derive_layout(adapter.rebuild_token_ids(raw, image_grid_thw=[[1, 2, 2]]),
+                                   image_grid_thw=[[1, 2, 2]])
+    try:
+        adapter.check_prompt(layout, raw + [100] * (layout.prompt_len + 5), request_id="r7")
+    except HandoffError as exc:
+        assert "limits" not in str(exc) and "not the one the encoder expanded" in str(exc)
+        assert exc.request_id == "r7"
+    else:
+        raise AssertionError("a prompt longer than its layout was accepted")
