@@ -13,6 +13,7 @@ argmax, with a device sync):
   the encoder's mRoPE handle) -> ``DisaggPrefillMultimodalInputs`` keyword arguments, and mRoPE
   recomputed by the adapter from the accepted ids, then the same prefill;
 Host CPU of the layer, timed apart (median of interleaved repetitions):
+- ``encoder hook``: the encoder side's work (ids -> ``derive_layout`` -> ``to_wire`` into the first handle);
 - ``hook``: the prefill hook's work alone, which is what the TensorRT-LLM glue adds to a request
   (the engine's encoder ships its mRoPE ids in a handle; the glue checks their length, it does not
   recompute them);
@@ -41,6 +42,7 @@ CLIPS = {
     "720p40": ((20, 36, 66), 40),  # the bug report's clip: 12,054 ids
     "768f-official": ((384, 8, 14), 768),  # 768 frames at the official size: 14,102 ids
     "128f-720p": ((64, 44, 80), 128),  # a longer clip with the pixel budget lifted: ~56.8k ids
+    "1-image": ((1, 36, 36), None),  # the commonest request: one 576x576 image, 324 pads (no timestamps)
 }
 
 
@@ -89,13 +91,14 @@ def run(args) -> dict:
     import numpy as np
     import torch
     from cases import RAW_IDS
+    from hooks import encoder_hook
 
     from mm_handoff import accept_layout, check_mrope_slice, get_adapter
 
     device = args.device
     lm, head, cfg, dtype = build_model(args.tiny, device)
     adapter = get_adapter("qwen3_vl")
-    vpad = adapter.spec.video_pad
+    vpad, ipad = adapter.spec.video_pad, adapter.spec.image_pad
     hidden = cfg.hidden_size
     report = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
               "torch": torch.__version__, "transformers": __import__("transformers").__version__,
@@ -110,7 +113,7 @@ def run(args) -> dict:
     def prefill(ids_np, mrope_np, visual, deepstack, decode_tokens=0, delta=0, want_logits=False):
         ids = torch.from_numpy(np.asarray(ids_np, dtype=np.int64)).to(device)
         n = ids.shape[0]
-        mask = ids == vpad
+        mask = (ids == vpad) | (ids == ipad)
         x = lm.embed_tokens(ids)[None]
         x = x.masked_scatter(mask[None, :, None], visual[: int(mask.sum())])
         mrope = torch.from_numpy(np.ascontiguousarray(mrope_np, dtype=np.int64)).to(device)
@@ -136,12 +139,18 @@ def run(args) -> dict:
     def measure(name: str) -> dict:
         """One clip's timings and checks (its GPU tensors are freed when it returns)."""
         grid, frames = CLIPS[name]
-        meta = {"fps": 24.0, "frames_indices": list(range(frames)), "total_num_frames": frames}
-        agg_ids = adapter.rebuild_token_ids(RAW_IDS, video_grid_thw=[grid], video_metadata=[meta])
-        enc = adapter.derive_layout(agg_ids, video_grid_thw=[grid])  # encoder side, with mRoPE
+        if frames is None:  # an image: the same prompt with <|image_pad|> in the video's place
+            raw = [ipad if t == vpad else t for t in RAW_IDS]
+            grids, meta_kw = {"image_grid_thw": [grid]}, {}
+        else:
+            raw = RAW_IDS
+            meta = {"fps": 24.0, "frames_indices": list(range(frames)), "total_num_frames": frames}
+            grids, meta_kw = {"video_grid_thw": [grid]}, {"video_metadata": [meta]}
+        agg_ids = adapter.rebuild_token_ids(raw, **grids, **meta_kw)
+        enc = adapter.derive_layout(agg_ids, **grids)  # encoder side, with mRoPE
         wire = json.loads(json.dumps(enc.to_wire()))  # the dict the prefill side's handle carries
         width = adapter.handle_row_width  # the handle's row: hidden x (1 + deepstack levels) of the 8B model
-        stock_ids = adapter.stock_token_ids(RAW_IDS, video_grid_thw=[grid])
+        stock_ids = adapter.stock_token_ids(raw, **grids)
         rows = enc.num_pads
         g = torch.Generator(device=device).manual_seed(1)
         visual = torch.randn(rows, hidden, generator=g, device=device, dtype=dtype)
@@ -151,14 +160,14 @@ def run(args) -> dict:
         mrope_handle = {"tensor_size": [3, 1, len(agg_ids)]}  # the encoder's mRoPE handle, as the hook sees it
 
         def hook_host():
-            lay = accept_layout(wire, adapter, embedding_shapes=[(rows, width)], prompt_token_ids=RAW_IDS,
+            lay = accept_layout(wire, adapter, embedding_shapes=[(rows, width)], prompt_token_ids=raw,
                                 mrope_position_ids=mrope_handle, request_id=name)
             lay.to_disagg_prefill_inputs()  # what the hook returns to the engine
             return lay
 
         def fixed_host():
             lay = hook_host()
-            pos, delta = adapter.mrope_positions(lay.token_ids, video_grid_thw=[grid])
+            pos, delta = adapter.mrope_positions(lay.token_ids, **grids)
             check_mrope_slice(pos, lay.prompt_len, request_id=name)
             return lay.token_ids, pos, delta
 
@@ -178,9 +187,14 @@ def run(args) -> dict:
                 fn()
                 sync()
                 times[k].append((time.perf_counter() - t0) * 1e3)
-        host = {"hook": [], "hook + mRoPE": []}
+        agg_list = agg_ids.tolist()  # what the engine hands the encoder hook
+
+        def encoder_host():
+            return encoder_hook(adapter, agg_list, grids, width)
+
+        host = {"hook": [], "hook + mRoPE": [], "encoder hook": []}
         for _ in range(max(50, args.reps)):  # interleaved, like the GPU paths
-            for k, fn in (("hook", hook_host), ("hook + mRoPE", fixed_host)):
+            for k, fn in (("hook", hook_host), ("hook + mRoPE", fixed_host), ("encoder hook", encoder_host)):
                 t0 = time.perf_counter()
                 fn()
                 host[k].append((time.perf_counter() - t0) * 1e3)
