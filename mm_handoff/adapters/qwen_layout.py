@@ -190,6 +190,9 @@ class QwenLayoutAdapter(Adapter):
         self.hidden_size = _strict(hidden, "config.hidden_size") if hidden is not None else (
             self.default_hidden_size if config is None else None)
         self._tokenizer = tokenizer
+        # where a '<' is known to stand alone without a tokenizer: after the family's markers or a newline
+        known = self.vocabulary if tokenizer is None else None
+        self._safe_before = frozenset((*ids.values(), *(known.newline_ids if known is not None else ())))
         # the '<' of a video's first timestamp, settled against the text before it (a byte-level tokenizer)
         self._boundary = BoundaryReader(tokenizer, vocab.open, vocab.open_merged, ids.values()) \
             if vocab is not None and callable(getattr(tokenizer, "convert_ids_to_tokens", None)) else None
@@ -235,10 +238,8 @@ class QwenLayoutAdapter(Adapter):
         if self._boundary is not None:
             return self._boundary.settle(text_ids, field=field, request_id=request_id)
         known = self.vocabulary if self._tokenizer is None else None  # (a tokenizer's own ids are not the table's)
-        safe = frozenset((self.spec.image_pad, self.spec.video_pad, self.spec.vision_start, self.spec.vision_end,
-                          *(known.newline_ids if known is not None else ())))
-        return settle_without_tokenizer(text_ids, vocab.open, safe, known.first_added_id if known else None,
-                                        field=field, request_id=request_id)
+        return settle_without_tokenizer(text_ids, vocab.open, self._safe_before,
+                                        known.first_added_id if known else None, field=field, request_id=request_id)
 
     def _spell(self, text: str) -> np.ndarray:
         vocab = self.spec.timestamps

@@ -45,8 +45,9 @@ def parse_timestamps(ids: np.ndarray, spec: TokenSpec, offsets: np.ndarray):
     # the integer part: the last '<' in rows 0..6 (8 = none: argmax gives 0), then only digits up to
     # the '.', without a leading zero (the value has as many digits as there are rows)
     is_open = w[:8] == vocab.open
-    if vocab.open_merged:  # the first group's '<' may have merged with the text before it
-        is_open[:, 0] |= np.isin(w[:8, 0], _merged_array(vocab))
+    if vocab.open_merged:  # the first group's '<' may have merged with the text before it (8 ids: a set lookup)
+        merged = _merged_set(vocab)
+        is_open[:, 0] |= [t in merged for t in w[:8, 0].tolist()]
     opens = 7 - np.argmax(is_open[::-1], axis=0)
     ok &= (opens < 7) & (is_digit[:8] | _NOT_INTEGER[:, opens]).all(axis=0)
     whole = (value[:8] * _PLACE[:, opens]).sum(axis=0)
@@ -66,8 +67,8 @@ _LEAST = np.array([10 ** (6 - k) if k < 6 else 0 for k in range(9)])
 
 
 @functools.lru_cache(maxsize=16)
-def _merged_array(vocab) -> np.ndarray:
-    return np.asarray(vocab.open_merged, dtype=np.int64)
+def _merged_set(vocab) -> frozenset:
+    return frozenset(vocab.open_merged)
 
 
 @functools.lru_cache(maxsize=16)
