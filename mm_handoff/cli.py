@@ -14,7 +14,8 @@ import stat
 import sys
 from collections.abc import Sequence
 
-from .errors import HandoffError, UsageError  # a user-facing failure: printed as one line, exit code 2
+# UsageError: a user-facing failure, printed as one line, exit code 2
+from .errors import GridMismatchError, HandoffError, UsageError
 
 
 # ----------------------------------------------------------------------------- input parsing
@@ -123,14 +124,20 @@ def load_layout(path: str, *, family: str | None = None, image_grid_thw=None, vi
         if not isinstance(fam, str):
             raise UsageError(f"{path!r}: 'family' must be a string")
         adapter = get_adapter(fam)
-        return adapter.derive_layout(
-            data["token_ids"],
-            image_grid_thw=_grids(image_grid_thw if image_grid_thw is not None else data.get("image_grid_thw"),
-                                  "image_grid_thw"),
-            video_grid_thw=_grids(video_grid_thw if video_grid_thw is not None else data.get("video_grid_thw"),
-                                  "video_grid_thw"),
-            mrope=False,
-        )
+        images = _grids(image_grid_thw if image_grid_thw is not None else data.get("image_grid_thw"), "image_grid_thw")
+        videos = _grids(video_grid_thw if video_grid_thw is not None else data.get("video_grid_thw"), "video_grid_thw")
+        try:
+            layout = adapter.derive_layout(data["token_ids"], image_grid_thw=images, video_grid_thw=videos,
+                                           mrope=False)
+        except GridMismatchError as exc:
+            if images is None and videos is None:  # ids with pads and no grid: say where the grids go
+                raise UsageError(f"{path!r}: {exc}; the ids hold image or video pads: give their grids with "
+                                 "--image-grid-thw / --video-grid-thw (or 'image_grid_thw' / 'video_grid_thw' in "
+                                 "the file)") from None
+            raise
+        # the delta its ids and grids give: what the wire form of the same layout carries (its mRoPE ids do not
+        # travel), so the two forms of one layout are equal and print one fingerprint
+        return layout.with_mrope(None, adapter.layout_mrope_delta(layout))
     except HandoffError as exc:
         raise UsageError(f"{path!r}: {exc}") from None
 

@@ -131,11 +131,12 @@ def read_count(value, field: str, request_id, error=MropeLengthError) -> int:
     return count
 
 
-def shape_of(value, *, field: str = "mrope_position_ids.shape", request_id=None) -> tuple:
+def shape_of(value, *, field: str = "mrope_position_ids.shape", request_id=None,
+             error: type[HandoffError] = MropeLengthError) -> tuple:
     """The shape of an array/tensor, a shape sequence, or a handle dict's ``tensor_size``, as ints.
 
     Anything else (floats, strings, bytes, negative sizes, a handle without ``tensor_size``) raises
-    a :class:`MropeLengthError` naming ``field``.
+    ``error`` naming ``field`` (an embedding's shape: :class:`EmbeddingCountError`; the mRoPE ids' by default).
     """
     if type(value) is dict:  # a handle: its plain-int tensor_size, read in C (the common case)
         size = dict.get(value, "tensor_size")
@@ -153,8 +154,7 @@ def shape_of(value, *, field: str = "mrope_position_ids.shape", request_id=None)
         dims = shape = None
     counts = None if dims is None else [_plain_count(d) for d in dims]
     if counts is None or None in counts:
-        raise MropeLengthError(field, "a shape of non-negative ints", shape if dims is None else dims,
-                               request_id=request_id)
+        raise error(field, "a shape of non-negative ints", shape if dims is None else dims, request_id=request_id)
     return tuple(counts)
 
 
@@ -169,7 +169,8 @@ def embedding_shapes_of(embeddings, *, field: str = "embeddings", request_id=Non
         if {*map(type, sizes)} == _LIST_ONLY and {*map(len, sizes)} == _TWO \
                 and plain_ints(tuple(itertools.chain.from_iterable(sizes)), 0, MAX_COUNT):
             return list(map(tuple, sizes))
-    return [shape_of(e, field=f"{field}[{i}].shape", request_id=request_id) for i, e in enumerate(embeddings)]
+    return [shape_of(e, field=f"{field}[{i}].shape", request_id=request_id, error=EmbeddingCountError)
+            for i, e in enumerate(embeddings)]
 
 
 _DICT_ONLY, _LIST_ONLY, _TWO = {dict}, {list}, {2}

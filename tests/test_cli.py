@@ -74,9 +74,27 @@ def test_inspect_and_diff(files):
     assert r.returncode == 0 and "runs [4,28)" in r.stdout and "timestamps -" in r.stdout
     r = cli("diff", str(files / "agg.json"), str(files / "stock.json"))
     assert r.returncode == 1 and "first difference at index 4" in r.stdout
-    assert cli("diff", str(files / "agg.json"), str(files / "wire.json")).returncode == 0
     r = cli("diff", str(files / "wire.json"), str(files / "wire_delta.json"))
     assert r.returncode == 1 and "mrope_position_delta: None vs -12" in r.stdout
+
+
+def test_the_dict_form_and_the_wire_form_of_one_layout_are_one_layout(files):
+    """The ids + grids form carries the delta its ids give, as the encoder's wire form does: diff finds them
+    equal and inspect prints one fingerprint for both."""
+    r = cli("diff", str(files / "agg.json"), str(files / "wire_delta.json"))
+    assert r.returncode == 0 and "layouts are equal" in r.stdout, r.stdout + r.stderr
+    prints = [json.loads(cli("inspect", str(files / f), "--json").stdout)["fingerprint"]
+              for f in ("agg.json", "wire_delta.json")]
+    assert prints[0] == prints[1]
+    r = cli("diff", str(files / "agg.json"), str(files / "wire.json"))  # a wire form that carries no delta
+    assert r.returncode == 1 and "mrope_position_delta: -12 vs None" in r.stdout
+
+
+def test_ids_with_pads_and_no_grid_say_where_the_grid_goes(files):
+    ids_only = files / "ids_only.json"
+    ids_only.write_text(json.dumps(json.loads((files / "agg.json").read_text())["token_ids"]))
+    r = cli("inspect", str(ids_only))
+    assert r.returncode == 2 and "--video-grid-thw" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("args, needle", [

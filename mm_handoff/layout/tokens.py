@@ -232,8 +232,11 @@ def check_token_ids(expected_ids, actual_ids, *, request_id=None, field: str = "
     if index is None:
         return
     lo = max(0, index - context)
-    raise TokenMismatchError(f"{field} (length)" if a.shape != b.shape else field,
-                             f"{a.shape[0]} ids", f"{b.shape[0]} ids", index=index,
+    same = a.shape == b.shape
+    raise TokenMismatchError(field if same else f"{field} (length)",
+                             f"{a.shape[0]} ids" + (" equal to the encoder's" if same else ""),
+                             f"{b.shape[0]} ids" + (f" with other ids from index {index}" if same else ""),
+                             index=index,
                              expected_context=a[lo:index + context + 1].tolist(),
                              actual_context=b[lo:index + context + 1].tolist(),
                              request_id=request_id,

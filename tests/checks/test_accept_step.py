@@ -139,3 +139,30 @@ def test_a_prompt_longer_than_its_layout_names_the_layout_not_the_limits():
         assert exc.request_id == "r7"
     else:
         raise AssertionError("a prompt longer than its layout was accepted")
+
+
+def test_errors_name_what_failed_embeddings_and_equal_length_text():
+    """A fractional embedding shape is an embedding error (not the mRoPE one); a text mismatch of equal length
+    says where the ids differ instead of 'expected 2 ids, got 2 ids'."""
+    from mm_handoff import accept_layout, get_adapter
+    from mm_handoff.errors import EmbeddingCountError, TokenMismatchError
+
+    a = get_adapter("qwen3_vl")
+    s = a.spec
+    raw = [198, s.vision_start, s.video_pad, s.vision_end]
+    meta = [{"fps": 30.0, "frames_indices": [0, 1, 2, 3]}]
+    layout = a.derive_layout(a.rebuild_token_ids(raw, video_grid_thw=[[2, 2, 2]], video_metadata=meta),
+                             video_grid_thw=[[2, 2, 2]])
+    for shape in ((4.9, 16384), (2, 16384.5), ("2", 16384)):
+        try:
+            accept_layout(layout.to_wire(), a, embedding_shapes=[shape])
+        except EmbeddingCountError as exc:
+            assert exc.field == "embedding_shapes[0].shape"
+        else:
+            raise AssertionError(f"{shape} was accepted")
+    try:
+        a.check_prompt(layout, [100, s.vision_start, s.video_pad, s.vision_end])
+    except TokenMismatchError as exc:
+        assert exc.expected != exc.actual and "index 0" in str(exc)
+    else:
+        raise AssertionError("another text was accepted")
