@@ -251,6 +251,8 @@ class Adapter(metaclass=_TypedClass):
                                     ["video" if raw[p] == spec.video_pad else "image" for p in places.tolist()],
                                     request_id=request_id, hint="the prompt is not the one the encoder expanded")
         ids = layout.token_ids
+        markers = (spec.image_pad, spec.video_pad, spec.vision_start, spec.vision_end)
+        open_id = spec.timestamps.open if spec.timestamps is not None else -1
         cursor = anchor = 0  # where the next text segment starts, in the prompt and in the layout's ids
         segments = []  # (the item it precedes, the layout's ids, the prompt's ids as they expand) per text segment
         for k, (p, item) in enumerate(zip(places.tolist(), layout.items, strict=True)):
@@ -261,7 +263,9 @@ class Adapter(metaclass=_TypedClass):
                                         "the previous item's)", start, request_id=request_id,
                                         hint="two items' expansions overlap: a marker between them is missing")
             text = raw[cursor:lo]
-            if item.modality == "video":  # the first timestamp's '<' as HF's tokenizer reads it after this text
+            if item.modality == "video" and not (  # (after a marker, or at the start, a '<' stands alone)
+                    (text.shape[0] == 0 or int(text[-1]) in markers) and int(ids[start]) == open_id):
+                # the first timestamp's '<' as HF's tokenizer reads it after this text
                 n, first_open = self.settle_first_timestamp(text, field=f"prompt text before item {k}",
                                                             request_id=request_id)
                 if first_open and (n or ids[start] != first_open[-1]):

@@ -45,16 +45,25 @@ def parse_timestamps(ids: np.ndarray, spec: TokenSpec, offsets: np.ndarray):
     # the integer part: the last '<' in rows 0..6 (8 = none: argmax gives 0), then only digits up to
     # the '.', without a leading zero (the value has as many digits as there are rows)
     is_open = w[:8] == vocab.open
-    if vocab.open_merged:  # the first group's '<' may have merged with the text before it (8 ids: a set lookup)
+    opens, whole, integer = _integer_part(is_open, is_digit, value)
+    if vocab.open_merged and bool(ok[0]) and not bool(integer[0]):
+        # the first group's '<' may have merged with the text before it (8 ids: a set lookup, read again)
         merged = _merged_set(vocab)
         is_open[:, 0] |= [t in merged for t in w[:8, 0].tolist()]
-    opens = 7 - np.argmax(is_open[::-1], axis=0)
-    ok &= (opens < 7) & (is_digit[:8] | _NOT_INTEGER[:, opens]).all(axis=0)
-    whole = (value[:8] * _PLACE[:, opens]).sum(axis=0)
-    ok &= whole >= _LEAST[opens]
+        opens, whole, integer = _integer_part(is_open, is_digit, value)
+    ok &= integer
     if not bool(ok.all()):
         return None
     return (whole * 10 + value[9]) / 10, marker - MAX_TS_TOKENS + opens, marker
+
+
+def _integer_part(is_open: np.ndarray, is_digit: np.ndarray, value: np.ndarray) -> tuple:
+    """Per group: where its ``<`` is (the last one in rows 0..6), the integer it spells, and whether only
+    digits, without a leading zero, follow it up to the ``.``."""
+    opens = 7 - np.argmax(is_open[::-1], axis=0)
+    integer = (opens < 7) & (is_digit[:8] | _NOT_INTEGER[:, opens]).all(axis=0)
+    whole = (value[:8] * _PLACE[:, opens]).sum(axis=0)
+    return opens, whole, integer & (whole >= _LEAST[opens])
 
 
 #: a group's 13-token window, relative to its <|vision_start|>
