@@ -68,3 +68,22 @@ def test_import_without_engines(wheel, tmp_path):
     result = subprocess.run([str(py), "-c", code], capture_output=True, text=True, cwd=str(tmp_path))
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+    # the engine-free example, as the README shows it, runs there as it is
+    example = Path(__file__).resolve().parent.parent / "examples" / "engine_free.py"
+    result = subprocess.run([str(py), str(example)], capture_output=True, text=True, cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "PD side: accepted, 12054 ids" in result.stdout and "stock prompt (11894 ids)" in result.stdout
+    # the wheel ships the corpus
+    result = subprocess.run([str(py), "-m", "mm_handoff", "corpus", "--out", str(tmp_path / "corpus")],
+                            capture_output=True, text=True, cwd=str(tmp_path))
+    assert result.returncode == 0 and (tmp_path / "corpus" / "qwen3_vl.pad_only.json").is_file(), result.stderr
+
+
+def test_the_readme_shows_the_engine_free_example_as_it_is():
+    """The README's engine-free block is examples/engine_free.py after its docstring, verbatim."""
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text()
+    block = readme.split("## The contract without an engine", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    source = (root / "examples" / "engine_free.py").read_text()
+    body = source.split('"""', 2)[2].lstrip("\n")
+    assert block == body
