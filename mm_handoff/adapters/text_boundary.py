@@ -25,7 +25,8 @@ from ..errors import HandoffError, TokenMismatchError
 
 @functools.lru_cache(maxsize=1)
 def _byte_table() -> dict:
-    """GPT-2's byte-level alphabet, reversed: the character a vocabulary uses for each byte -> the byte."""
+    """GPT-2's byte-level alphabet, reversed, as a ``str.translate`` table: the code point a vocabulary uses for
+    each byte -> the character of that byte's value (so ``piece.translate(table).encode("latin-1")`` is its bytes)."""
     printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
     chars, extra = list(printable), 0
     for b in range(256):
@@ -33,7 +34,11 @@ def _byte_table() -> dict:
             printable.append(b)
             chars.append(256 + extra)
             extra += 1
-    return {chr(c): b for b, c in zip(printable, chars, strict=True)}
+    return {c: chr(b) for b, c in zip(printable, chars, strict=True)}
+
+
+#: the most bytes that may wait for a character to complete before the ids are taken for no text at all
+_MOST_SPLIT_BYTES = 256
 
 
 def _word(ch: str) -> bool:
@@ -58,10 +63,14 @@ class BoundaryReader:
         self._table = _byte_table()
 
     def _bytes(self, token_id: int, request_id) -> bytes:
-        piece = self._tok.convert_ids_to_tokens(token_id)
+        return self._piece_bytes(self._tok.convert_ids_to_tokens(token_id), token_id, request_id)
+
+    def _piece_bytes(self, piece, token_id: int, request_id) -> bytes:
+        """A token's bytes. A piece outside the byte-level alphabet is refused where it cannot be bytes; one that
+        reads as other bytes is caught when the text is encoded again (:meth:`_merged`)."""
         try:
-            return bytes(self._table[c] for c in piece)
-        except (KeyError, TypeError):
+            return piece.translate(self._table).encode("latin-1")
+        except (AttributeError, TypeError, UnicodeEncodeError):
             raise _refused("prompt_token_ids", f"token {token_id} ({piece!r})", request_id,
                            "the tokenizer is not byte-level BPE") from None
 
@@ -72,21 +81,32 @@ class BoundaryReader:
         """``(n, ids)``: the last ``n`` of ``text_ids`` (the prompt's text right before a video placeholder,
         back to the previous item) and the first timestamp's ``<`` are ``ids`` in HF's tokenization of the
         whole text; ``ids`` ends in the token that holds the ``<``. ``(0, [<])`` when nothing merges."""
-        text, n, context, buf = "", 0, 0, b""
+        # back from the placeholder, token by token; a token's bytes are decoded once, with the bytes of the
+        # tokens after it while those end inside a character (linear in the tokens read)
+        n, context, pending = 0, 0, b""
+        pieces: list = []  # the tokens' strings, fetched from the tokenizer a chunk at a time
         for k in range(1, text_ids.shape[0] + 1):
             token = int(text_ids[-k])
             if token in self._added:  # matched before the text is split: nothing runs across it
                 break
-            buf = self._bytes(token, request_id) + buf
+            if k > len(pieces):
+                chunk = text_ids[max(0, text_ids.shape[0] - k - 63):text_ids.shape[0] - k + 1].tolist()
+                pieces.extend(reversed(self._tok.convert_ids_to_tokens(chunk)))
+            pending = self._piece_bytes(pieces[k - 1], token, request_id) + pending
             try:
-                whole = buf.decode("utf-8")
+                new = pending.decode("utf-8")
             except UnicodeDecodeError:  # a character split over tokens: take the next one too
+                if len(pending) > _MOST_SPLIT_BYTES:
+                    break
                 continue
-            new = whole[:len(whole) - len(text)]
+            pending = b""
             if _word(new[-1]):  # the pre-token before the run of spaces and punctuation ends here
                 context = k - n
                 break
-            n, text = k, whole
+            n = k
+        if pending:  # bytes that no character completes: these ids are no text (HF's never are)
+            raise _refused(field, "tokens that are not whole characters", request_id, "the prompt's ids do not "
+                           "spell text")
         if n == 0:
             return 0, [self._open]
         span = text_ids[text_ids.shape[0] - n - context:]
@@ -107,8 +127,10 @@ class BoundaryReader:
     def _merged(self, span: np.ndarray, field: str, request_id) -> list:
         """The tokens of ``span``'s text followed by ``<``; ``span`` must be what the tokenizer makes of its text
         (otherwise no text gives these ids, and HF's cannot be told)."""
+        ids = span.tolist()
         try:
-            text = b"".join(self._bytes(int(t), request_id) for t in span.tolist()).decode("utf-8")
+            text = b"".join(self._piece_bytes(p, t, request_id) for p, t in zip(
+                self._tok.convert_ids_to_tokens(ids), ids, strict=True)).decode("utf-8")
         except UnicodeDecodeError:
             raise _refused(field, "tokens that are not whole characters", request_id,
                            "the prompt's ids do not spell text") from None

@@ -294,3 +294,15 @@ def test_videos_transformers_59_fills_out_of_order_are_refused(family, forms, te
             adapter.rebuild_token_ids(raw, video_grid_thw=grids, video_metadata=meta)
     else:
         adapter.rebuild_token_ids(raw, video_grid_thw=grids, video_metadata=meta)
+
+
+@pytest.mark.parametrize("family", ["qwen3_vl", "qwen3_5"])
+def test_text_ids_that_end_inside_a_character_are_refused(family):
+    """Ids before a video whose bytes no character completes (a lone 0xE4) are no text HF's tokenizer can give:
+    a typed error, not a '<' assumed to stand alone."""
+    adapter = _adapter_pair(family, "pad_only")[0]
+    tok = _tokenizer(family)
+    lone = tok.convert_tokens_to_ids("ä")  # the byte 0xE4 in the byte-level alphabet: half of a character
+    for text in ([lone], tok.encode("look ", add_special_tokens=False) + [lone]):
+        with pytest.raises(HandoffError, match="whole characters"):
+            adapter.settle_first_timestamp(np.asarray(text))
