@@ -10,6 +10,7 @@ the path still runs: the generated one chains to the next one it finds.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -62,7 +63,7 @@ def _ignores_the_hook(command: Sequence[str]) -> str | None:
     ``--check-hash-based-pycs always``), in any order; an argument of an option or of the program is not an option
     (``-W I``, ``-c code -I``). An option CPython does not know ends that interpreter with a usage error, so it is
     read as a flag and the scan goes on (what follows it is never skipped unread)."""
-    if not command or not os.path.basename(str(command[0])).startswith("python"):
+    if not command or not _INTERPRETER.fullmatch(os.path.basename(str(command[0]))):
         return None
     args, k = [str(a) for a in command], 1
     while k < len(args):
@@ -82,6 +83,36 @@ def _ignores_the_hook(command: Sequence[str]) -> str | None:
                     return None
                 break  # the rest of this argument is the option's value
     return None
+
+
+#: an interpreter's name: python, python3, python3.13t, pypy3 (a script named python_tool.py is not one)
+_INTERPRETER = re.compile(r"(?:python|pypy)[0-9.]*t?(?:\.exe)?")
+#: what ``env`` drops that the hook needs: the whole environment, or PYTHONPATH / the switch by name
+_ENV_CLEARS = frozenset({"-i", "--ignore-environment", "-"})
+_ENV_UNSETS = frozenset({"-u", "--unset"})
+
+
+def _skips_the_hook(command: Sequence[str]) -> str | None:
+    """Why the start-up hook would not run in the Python that ``command`` starts, directly or through a wrapper
+    (``env``, ``mpirun -np 4``, ``nohup``, ...); None when it would. The first argument that names an interpreter
+    is the Python read (its options, :func:`_ignores_the_hook`); an ``env`` before it that clears the environment
+    or unsets ``PYTHONPATH`` or the switch drops what the hook needs."""
+    args = [str(a) for a in command]
+    at = next((k for k, a in enumerate(args) if _INTERPRETER.fullmatch(os.path.basename(a))), None)
+    if at is None:
+        return None
+    for k, arg in enumerate(args[:at]):
+        if os.path.basename(arg) != "env":
+            continue
+        for j, option in enumerate(args[k + 1:at], start=k + 1):
+            unset = option.split("=", 1)[1] if option.startswith("--unset=") else \
+                option[2:] if option.startswith("-u") and len(option) > 2 else \
+                args[j + 1] if option in _ENV_UNSETS and j + 1 < at else None
+            if option in _ENV_CLEARS or (unset is not None and unset in ("PYTHONPATH", _env.AUTOINSTALL)):
+                return f"env {option}{'' if unset is None or option != '-u' else ' ' + unset} (it drops the " \
+                       "environment the hook is started from)"
+    ignoring = _ignores_the_hook(args[at:])
+    return None if ignoring is None else f"{args[at]} {ignoring} (it skips PYTHONPATH or site)"
 
 
 def _strip_separator(argv: Sequence[str]) -> list[str]:
@@ -109,11 +140,10 @@ def run_command(argv: Sequence[str]) -> int:
     if not command:
         print("mm-handoff: error: run needs a command: mm-handoff run -- CMD [ARGS...]", file=sys.stderr)
         return 2
-    ignoring = _ignores_the_hook(command)
-    if ignoring is not None:
-        print(f"mm-handoff: error: {command[0]} {ignoring} skips PYTHONPATH or site, so mm-handoff's start-up hook "
-              "would not run in it: drop the option, or call mm_handoff.trtllm.install() in the program",
-              file=sys.stderr)
+    skipping = _skips_the_hook(command)
+    if skipping is not None:
+        print(f"mm-handoff: error: {skipping}: mm-handoff's start-up hook would not run in it: drop the option, or "
+              "call mm_handoff.trtllm.install() in the program", file=sys.stderr)
         return 2
     env = prepare_environment()
     problems = setting_problems(env)

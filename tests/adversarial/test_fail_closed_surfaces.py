@@ -486,3 +486,29 @@ def test_an_argparse_plugin_in_a_real_process_is_skipped(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[:2] == ["qwen3_vl", "['from_good_plugin']"]
     assert "'cli_plugin' skipped" in done.stderr and "SystemExit: 2" in done.stderr
+
+
+@pytest.mark.parametrize("command", [
+    ["env", "python", "-I", "serve.py"], ["env", "FOO=1", "python3", "-X", "dev", "-E", "serve.py"],
+    ["mpirun", "-np", "4", "python", "-BIs", "serve.py"], ["nohup", "/usr/bin/python3.11", "-S", "serve.py"],
+    ["env", "-i", "python", "serve.py"], ["env", "--ignore-environment", "python3", "serve.py"],
+    ["env", "-u", "PYTHONPATH", "python", "serve.py"], ["env", "--unset=MM_HANDOFF_AUTOINSTALL", "python", "serve.py"],
+    ["env", "-uPYTHONPATH", "python", "serve.py"], ["env", "-", "python", "serve.py"],
+])
+def test_a_wrapper_does_not_hide_an_interpreter_that_skips_the_hook(tmp_path, command):
+    """``env``, ``mpirun`` or ``nohup`` before the interpreter: its options are read all the same, and an ``env``
+    that drops the environment the hook starts from (``-i``, ``-u PYTHONPATH``) is refused too."""
+    _BOOT[0] = str(tmp_path)
+    code, err, execd = _run(command)
+    assert code == 2 and not execd and _one_error_line(err) and "start-up hook" in err, (command, err)
+
+
+@pytest.mark.parametrize("command", [
+    ["env", "FOO=1", "python", "serve.py"], ["mpirun", "-np", "4", "python3", "-u", "serve.py", "-I"],
+    ["env", "-u", "OTHER", "python", "serve.py"], ["trtllm-serve", "serve", "model"],
+    ["python", "python_tool.py", "-I"],
+])
+def test_a_wrapper_that_keeps_the_hook_runs(tmp_path, command):
+    _BOOT[0] = str(tmp_path)
+    code, err, execd = _run(command)
+    assert code == 0 and execd and err == "", (command, err)
