@@ -62,9 +62,6 @@ class BoundaryReader:
         self._added = frozenset(int(i) for i in (added if isinstance(added, dict) else ())) | frozenset(marker_ids)
         self._table = _byte_table()
 
-    def _bytes(self, token_id: int, request_id) -> bytes:
-        return self._piece_bytes(self._tok.convert_ids_to_tokens(token_id), token_id, request_id)
-
     def _piece_bytes(self, piece, token_id: int, request_id) -> bytes:
         """A token's bytes. A piece outside the byte-level alphabet is refused where it cannot be bytes; one that
         reads as other bytes is caught when the text is encoded again (:meth:`_merged`)."""
@@ -100,7 +97,7 @@ class BoundaryReader:
                     break
                 continue
             pending = b""
-            if _word(new[-1]):  # the pre-token before the run of spaces and punctuation ends here
+            if new and _word(new[-1]):  # the pre-token before the run of spaces and punctuation ends here
                 context = k - n
                 break
             n = k
