@@ -20,13 +20,19 @@ from typing import Any
 import attrs
 import numpy as np
 
+from .._env import VLLM_CHECK, env_flag
 from ..adapters.base import typed_adapter
 from ..checks import accept_layout
-from ..errors import EmbeddingCountError, typed_failures
+from ..errors import EmbeddingCountError, HandoffError, typed_failures
 from ..glue.unexpanded import LAYOUT_KWARG, embedding_tensors, raw_prompt_ids, video_timestamps
 from ..layout import HandoffLayout
 from ..layout.items import IMAGE
 from ..reading import plain_sequence, strict_int
+from ._lifecycle import install, is_installed
+
+#: what a carried layout needs where vLLM runs its multimodal processor
+CHECK_NEEDED = ("the mm-handoff check installed in the process that runs vLLM's multimodal processor "
+                "(mm_handoff.vllm.install(), or MM_HANDOFF_VLLM_CHECK=1 in every vLLM process)")
 
 
 @attrs.frozen(eq=False)
@@ -39,12 +45,33 @@ class EmbedsRequest:
     multi_modal_data: dict
     #: the encoder's layout: what vLLM's expansion must equal
     layout: HandoffLayout
+    #: the request the errors name
+    request_id: Any = None
 
     def prompt(self, *, carry_layout: bool = False) -> dict:
-        """The dict to pass to ``LLM.generate``; ``carry_layout`` adds the layout for the in-engine check."""
+        """The dict to pass to ``LLM.generate`` in this process; ``carry_layout`` adds the layout (its wire form
+        under ``mm_processor_kwargs[LAYOUT_KWARG]``) for the in-engine check.
+
+        vLLM runs its multimodal processor, where the check takes the layout out again, in the process that
+        calls ``LLM.generate``. Without the check there, vLLM puts the layout into its processor cache's key
+        and fails with its own ``TypeError: unhashable type: 'dict'``, so a carried layout needs the check in
+        this process: with ``MM_HANDOFF_VLLM_CHECK`` on it is installed now (what vLLM's plugin loader does in
+        this process when the engine starts); otherwise a :class:`~mm_handoff.errors.HandoffError` says what
+        to do, before the request is built. A request for a server (another process) carries the wire form in
+        its own ``mm_processor_kwargs``, and that server needs ``MM_HANDOFF_VLLM_CHECK=1`` in its processes
+        (``examples/vllm_serve_client.py``).
+        """
         out: dict[str, Any] = {"prompt_token_ids": self.prompt_token_ids.tolist(),
                                "multi_modal_data": self.multi_modal_data}
         if carry_layout:
+            if not is_installed() and env_flag(VLLM_CHECK):
+                install()
+            if not is_installed():
+                raise HandoffError(f"mm_processor_kwargs[{LAYOUT_KWARG!r}]", CHECK_NEEDED,
+                                   "no check installed in this process", request_id=self.request_id,
+                                   hint="without it vLLM fails on the carried layout (TypeError: unhashable type: "
+                                   "'dict'); install the check, or send prompt() without carry_layout and hold "
+                                   "the output to the layout with check_output")
             out["mm_processor_kwargs"] = {LAYOUT_KWARG: self.layout.to_wire()}
         return out
 
@@ -113,4 +140,4 @@ def embeds_request(layout: HandoffLayout, embeddings: Sequence, adapter, *, vide
                               f"{modality}_grid_thw": torch.tensor([list(i.grid_thw) for i, _ in picked])}
     if "video" in data:
         data["video"]["timestamps"] = video_timestamps(layout, adapter, video_metadata, request_id, limits=limits)
-    return EmbedsRequest(raw, data, layout)
+    return EmbedsRequest(raw, data, layout, request_id)
