@@ -29,6 +29,9 @@ TRTLLM_SRC = "MM_HANDOFF_TRTLLM_SRC"
 SLOW = "MM_HANDOFF_SLOW"
 #: bounds on one request, ``name=value,...`` (:class:`mm_handoff.reading.Limits`)
 LIMITS = "MM_HANDOFF_LIMITS"
+#: the Prometheus side of mm-handoff's metrics: unset = on when prometheus_client is importable, a switch value
+#: (:data:`TRUTHY` / :data:`FALSY`) = on (prometheus_client required) / off; anything else is an error at install
+METRICS = "MM_HANDOFF_METRICS"
 #: where the offline tokenizers are cached (``<dir>/tokenizers``; default ``~/.cache/mm-handoff``)
 CACHE = "MM_HANDOFF_CACHE"
 

@@ -88,6 +88,12 @@ def _fmt(value: Any) -> str:
     return _cut(text, MAX_VALUE_CHARS)
 
 
+def printed(value: Any) -> str:
+    """A value as a message prints it (a string as itself, anything else as its short form): within
+    :data:`MAX_VALUE_CHARS`, marked where cut, never failing. What a structured log event carries."""
+    return _short_text(value)
+
+
 def _short_text(text: Any) -> str:
     """A field name or hint, shortened like a value when it is very long."""
     return _cut(text if isinstance(text, str) else _fmt(text), MAX_VALUE_CHARS)

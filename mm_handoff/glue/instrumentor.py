@@ -7,12 +7,15 @@ the wrappers, and the patch ledger (:mod:`mm_handoff.glue.ledger`). ``mm_handoff
 
 * :meth:`~Instrumentor.instrumentation_dependencies`: the engine versions the hook points were
   checked against, as requirement strings (``"tensorrt_llm >= 1.3.0rc25, < 1.5"``);
-* :meth:`~Instrumentor._instrument`: find the hook points (refusing a drifted one before anything
-  is touched) and apply their wrappers through :meth:`~Instrumentor.apply`, all or nothing;
+* :meth:`~Instrumentor._instrument`: find the rows of its hook table (:class:`mm_handoff.glue.hooks.Hook`),
+  refusing a drifted one before anything is touched, and apply their wrappers through
+  :meth:`~Instrumentor.apply`, all or nothing, each bound to its check point
+  (:class:`mm_handoff.glue.checkpoint.CheckPoint`: the engine, the point's name, the policy);
 * :meth:`~Instrumentor._uninstrument` and :meth:`~Instrumentor._status`: the engine's own state.
 
-``install`` is idempotent (a second call logs "already installed" and changes nothing) and strict (an
-absent or out-of-range engine raises :class:`~mm_handoff.errors.EngineNotSupportedError` before
+``install`` reads the settings strictly first (``MM_HANDOFF_POLICY``, ``MM_HANDOFF_METRICS``: a bad value is
+a typed error, nothing installed). It is idempotent (a second call logs "already installed" and changes
+nothing) and strict (an absent or out-of-range engine raises :class:`~mm_handoff.errors.EngineNotSupportedError` before
 anything is touched); ``uninstall`` switches every wrapper off, then restores the originals, and is
 harmless when nothing is installed.
 """
@@ -23,11 +26,13 @@ import functools
 import importlib
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from ..errors import EngineNotSupportedError, HandoffError
+from .hooks import Hook
 from .ledger import Ledger, find_owner, target_key
 from .policy import Policy, resolve_policy
+from .signals import SIGNALS
 
 
 # ------------------------------------------------------------------------------- version gate
@@ -81,6 +86,8 @@ class Instrumentor:
 
     #: the engine's import name, which also names its version in :meth:`status`
     engine: str = ""
+    #: the engine's name in the metrics and events (one of :data:`mm_handoff.glue.signals.ENGINES`)
+    label: str = ""
     #: distributions whose metadata gives the version when the module has no ``__version__``
     distributions: tuple[str, ...] = ()
     #: how to install the engine, for the refusal when it cannot be imported
@@ -122,6 +129,7 @@ class Instrumentor:
     def install(self, *, policy: str | Policy | None = None) -> dict:
         """Check the engine, then patch its hook points; returns :meth:`status`. Idempotent and strict."""
         resolved = resolve_policy(policy)
+        SIGNALS.configure()
         with self.lock:
             if self.installed:
                 self.log.info("mm-handoff: already installed (policy=%s); nothing changed", self.policy.value)
@@ -133,12 +141,13 @@ class Instrumentor:
                 self.policy, self.installed = resolved, True
             return self.status()
 
-    def apply(self, hooks: Iterable[tuple[type, str, Callable]], policy: Policy) -> list:
-        """Wrap each ``(class, attribute, wrapper)`` with the policy bound; all or nothing. Returns the keys."""
+    def apply(self, rows: Iterable[tuple[Hook, type, str]], policy: Policy) -> list:
+        """Wrap each ``(hook row, class, attribute)``, the row's wrapper bound to its check point under
+        ``policy``; all or nothing. Returns the keys."""
         applied: list[str] = []
         try:
-            for cls, attr, wrapper in hooks:
-                self.ledger.apply(cls, attr, functools.partial(wrapper, policy=policy))
+            for row, cls, attr in rows:
+                self.ledger.apply(cls, attr, functools.partial(row.wrapper, point=row.point(self.label, policy)))
                 applied.append(target_key(cls, attr))
         except Exception:
             for key in reversed(applied):

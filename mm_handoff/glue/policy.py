@@ -5,13 +5,14 @@
   video metadata carried with the request; raise when those are not carried either.
 - ``fallback``: keep the engine's upstream behaviour, with a warning (explicit opt-in only).
 
-The same policy applies at every check point of both engines (TensorRT-LLM: what the encoder attaches,
-the prefill point, admission, worker ingress, the context-phase slice; vLLM: the in-engine check).
+The same policy applies at every check point of every engine (TensorRT-LLM: what the encoder attaches,
+the prefill point, admission, worker ingress, the context-phase slice; vLLM and SGLang: admission).
 ``MM_HANDOFF_POLICY`` sets the process default.
 
 A check point that failed asks :func:`decide` what to do and acts on the :class:`Decision` it gets:
-the policy, and what that check point can do instead of raising (its ``remedy``), decide it; the log
-line says what will happen there.
+the policy, and what that check point can do instead of raising (its ``remedy``), decide it. The check
+point (:mod:`mm_handoff.glue.checkpoint`) asks through :meth:`~mm_handoff.glue.checkpoint.Visit.decide`, which
+counts the outcome and writes the one event that says what happened there.
 
 A layout that does not belong to the request (another request's: :func:`mm_handoff.checks.check_own_request`
 fails on this request's own prompt, grids or video metadata) is not a mismatch to decide on: every check
@@ -23,7 +24,6 @@ and metadata, never from such a layout, and ``fallback`` never passes it on.
 from __future__ import annotations
 
 import enum
-import logging
 import os
 
 from .. import _env
@@ -59,16 +59,8 @@ class Decision(enum.Enum):
     SHIP_GRIDS = "ship grids"
 
 
-_SAYS = {
-    Decision.PASS_THROUGH: "policy=fallback: continuing with the engine's own behaviour",
-    Decision.REBUILD: "policy=rebuild: rebuilding the aggregated layout from the carried grids",
-    Decision.SHIP_GRIDS: "policy={policy}: shipping the grids and video metadata only; the prefill side can rebuild",
-}
-
-
-def decide(policy: Policy, error: HandoffError, *, where: str, remedy: Decision | None = None,
-           log: logging.Logger) -> Decision:
-    """The decision for one failed check at ``where``; under ``raise`` the typed error propagates.
+def decide(policy: Policy, error: HandoffError, *, remedy: Decision | None = None) -> Decision:
+    """The decision for one failed check; under ``raise`` the typed error propagates.
 
     ``remedy``: what this check point can do instead of failing the request, if anything:
     :attr:`Decision.REBUILD` at the prefill point when grids are carried, :attr:`Decision.SHIP_GRIDS`
@@ -76,13 +68,13 @@ def decide(policy: Policy, error: HandoffError, *, where: str, remedy: Decision 
     encoder has no engine behaviour to fall back to but shipping less), else
     :attr:`Decision.PASS_THROUGH`. ``rebuild`` gives ``remedy`` where there is one; without one it
     raises, as ``raise`` does (there is nothing to rebuild at that check point).
+
+    It writes nothing: the check point that asked (:meth:`mm_handoff.glue.checkpoint.Visit.decide`) records
+    the outcome and writes its one event (:mod:`mm_handoff.glue.signals`).
     """
     if policy is Policy.FALLBACK:
-        decision = Decision.SHIP_GRIDS if remedy is Decision.SHIP_GRIDS else Decision.PASS_THROUGH
-        log.warning("mm-handoff: %s: %s (%s)", where, error, _SAYS[decision].format(policy=policy.value))
-        return decision
+        return Decision.SHIP_GRIDS if remedy is Decision.SHIP_GRIDS else Decision.PASS_THROUGH
     if policy is Policy.REBUILD and remedy is not None:
-        log.info("mm-handoff: %s: %s (%s)", where, error, _SAYS[remedy].format(policy=policy.value))
         return remedy
     raise error
 

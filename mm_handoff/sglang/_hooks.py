@@ -24,14 +24,18 @@ Any other failure goes to the policy (:func:`mm_handoff.glue.policy.decide`): ``
 ``rebuild`` answers with SGLang's own output type built from the carried layout
 (:func:`~mm_handoff.sglang.output_from_layout`) when one is carried, accepted and found to be this
 request's own (its prompt was read and expands to it), and raises otherwise; ``fallback`` warns and keeps
-SGLang's result. The lifecycle that places the wrappers is :mod:`._lifecycle`.
+SGLang's result.
+
+The hook table (:data:`HOOKS`) holds the two rows, in the format every engine glue uses
+(:class:`mm_handoff.glue.hooks.Hook`): (1) runs the ``admission`` check point, (2) the ``ingress`` one
+(:mod:`mm_handoff.glue.checkpoint`), which records its time and whether the request was received; a refusal
+is counted once, at admission, where it was decided. The lifecycle that places the wrappers is
+:mod:`._lifecycle`.
 """
 
 from __future__ import annotations
 
-import contextvars
 import importlib
-import logging
 from typing import Any
 
 import attrs
@@ -40,8 +44,11 @@ import numpy as np
 from ..adapters.registry import get_adapter
 from ..checks import accept_layout
 from ..errors import AdapterNotFoundError, EngineNotSupportedError, HandoffError
+from ..glue.checkpoint import CheckPoint, Visit
 from ..glue.engine_adapters import cached_adapter
-from ..glue.policy import Decision, Policy, decide, not_this_requests
+from ..glue.hooks import Hook
+from ..glue.policy import Decision, Policy
+from ..glue.scope import RequestScope
 from ..glue.unexpanded import LAYOUT_KWARG
 from ..layout import HandoffLayout
 from ._carrier import SGLANG_CONVENTION, carried_layout
@@ -55,13 +62,6 @@ from ._checks import (
     modality_name,
 )
 
-log = logging.getLogger("mm_handoff.sglang")
-
-#: ``(module, class, attribute)`` of each hook point
-HOOKS = (("sglang.srt.multimodal.processors.qwen_vl", "QwenVLImageProcessor", "get_validated_mm_data"),
-         ("sglang.srt.disaggregation.encoder.receiver", "MMReceiverBase", "recv_mm_data"))
-
-
 
 @attrs.define
 class _Receiving:
@@ -72,13 +72,14 @@ class _Receiving:
     error: HandoffError | None = None
 
 
-_RECEIVING: contextvars.ContextVar[_Receiving | None] = contextvars.ContextVar("mm_handoff_sglang_receiving",
-                                                                                default=None)
+_RECEIVING: RequestScope[_Receiving] = RequestScope("mm_handoff_sglang_receiving")
 
 
 def hook_points() -> list:
+    """``(row, class, attribute)`` of each row of :data:`HOOKS`, refusing a missing one before anything is touched."""
     found = []
-    for module, cls_name, attr in HOOKS:
+    for row in HOOKS:
+        module, cls_name, attr = row.module, row.qualname, row.attribute
         try:
             cls = getattr(importlib.import_module(module), cls_name)
         except Exception as exc:
@@ -87,7 +88,7 @@ def hook_points() -> list:
         if not callable(getattr(cls, attr, None)):
             raise EngineNotSupportedError(f"{cls_name}.{attr}", "present", "missing",
                                           hint="SGLang's EPD path changed; mm-handoff refuses to wrap it")
-        found.append((cls, attr))
+        found.append((row, cls, attr))
     return found
 
 
@@ -130,12 +131,13 @@ def output_from_layout(processor, layout: HandoffLayout, embeddings, adapter, *,
         mrope_position_delta=torch.tensor([[inputs.mrope_position_delta]], dtype=torch.int64))
 
 
-def _check_without_layout(processor, output, kwargs, request_id) -> None:
+def _check_without_layout(processor, output, kwargs, request_id, visit: Visit) -> None:
     grids = {"img_grid_thw": kwargs.get("img_grid_thw"), "video_grid_thw": kwargs.get("video_grid_thw")}
     check_stamped(processor.model_type, grids["video_grid_thw"], kwargs.get("video_timestamps"),
                   merge_size=processor.spatial_merge_size, request_id=request_id)
     adapter = _known_adapter(processor)
     if adapter is not None:
+        visit.uses(adapter)
         check_derived(output, adapter, request_id=request_id, **grids)
 
 
@@ -159,12 +161,11 @@ def _rebuilt(processor, layout, adapter, embeddings, request_id):
         return None
 
 
-def _decided(policy: Policy, error: HandoffError, output, rebuilt, receiving):
+def _decided(visit: Visit, error: HandoffError, output, rebuilt, receiving, *, own: bool = False):
     """What the policy makes of a failed check: SGLang's result, the rebuilt one, or the error raised (and
     handed to the request being received)."""
     try:
-        decision = decide(policy, error, where="SGLang EPD (QwenVLImageProcessor.get_validated_mm_data)",
-                          remedy=Decision.REBUILD if rebuilt is not None else None, log=log)
+        decision = visit.decide(error, remedy=Decision.REBUILD if rebuilt is not None else None, own=own)
     except HandoffError:
         _refused(receiving, error)
         raise
@@ -176,7 +177,7 @@ def _refused(receiving, error: HandoffError) -> None:
         receiving.error = error
 
 
-def validated_mm_data_wrapper(wrapped, processor, args, kwargs, *, policy: Policy):
+def validated_mm_data_wrapper(wrapped, processor, args, kwargs, *, point: CheckPoint):
     """``get_validated_mm_data(prompt, embeddings, **meta)`` (see the module doc)."""
     receiving = _RECEIVING.get()
     kwargs = dict(kwargs)
@@ -184,56 +185,65 @@ def validated_mm_data_wrapper(wrapped, processor, args, kwargs, *, policy: Polic
     if carried is None and receiving is not None:
         carried = receiving.layout
     request_id = receiving.request_id if receiving is not None else None
-    output = wrapped(*args, **kwargs)
-    prompt = args[0] if args else kwargs.get("prompt")
-    embeddings = args[1] if len(args) > 1 else kwargs.get("embeddings")
-    if carried is None:
-        try:
-            _check_without_layout(processor, output, kwargs, request_id)
-        except HandoffError as exc:  # nothing carried: nothing to rebuild from
-            return _decided(policy, exc, output, None, receiving)
-        return output
+    with point.visit(request_id) as visit:
+        output = visit.call(wrapped, *args, **kwargs)
+        prompt = args[0] if args else kwargs.get("prompt")
+        embeddings = args[1] if len(args) > 1 else kwargs.get("embeddings")
+        if carried is None:
+            try:
+                _check_without_layout(processor, output, kwargs, request_id, visit)
+            except HandoffError as exc:  # nothing carried: nothing to rebuild from
+                return _decided(visit, exc, output, None, receiving)
+            return output
+        return _check_carried(visit, processor, carried, output, prompt, embeddings, kwargs, receiving)
+
+
+def _check_carried(visit: Visit, processor, carried, output, prompt, embeddings, kwargs, receiving):
+    """A carried layout accepted, held to this request's own inputs, then SGLang's output held to it."""
+    request_id = visit.request_id
     try:
         adapter = engine_adapter(processor)
+        visit.uses(adapter)
         layout = accept_layout(carried, adapter, request_id=request_id)
     except HandoffError as exc:  # no acceptable layout: nothing to rebuild from
-        return _decided(policy, exc, output, None, receiving)
+        return _decided(visit, exc, output, None, receiving)
     own = _own_prompt(processor, prompt)
     try:
         check_own_inputs(layout, adapter, prompt=own, img_grid_thw=kwargs.get("img_grid_thw"),
                          video_grid_thw=kwargs.get("video_grid_thw"), video_timestamps=kwargs.get("video_timestamps"),
                          request_id=request_id)
-    except HandoffError as exc:
-        if not_this_requests(exc):  # under every policy: another request's layout is refused (glue.policy)
-            _refused(receiving, exc)
-            raise
-        return _decided(policy, exc, output, None, receiving)  # the adapter could not tell: nothing rebuilt
+    except HandoffError as exc:  # another request's layout is refused under every policy (glue.policy); else
+        return _decided(visit, exc, output, None, receiving, own=True)  # the adapter could not tell: not rebuilt
     try:
         compare_output(output, layout, adapter, embeddings=embeddings, request_id=request_id)
     except HandoffError as exc:
         rebuilt = None
-        if policy is Policy.REBUILD and own is not None:  # a rebuild starts from this request's own prompt
+        if visit.point.policy is Policy.REBUILD and own is not None:  # a rebuild starts from this request's prompt
             rebuilt = _rebuilt(processor, layout, adapter, embeddings, request_id)
-        return _decided(policy, exc, output, rebuilt, receiving)
+        return _decided(visit, exc, output, rebuilt, receiving)
     return output
 
 
-async def recv_mm_data_wrapper(wrapped, receiver, args, kwargs, *, policy: Policy):
+async def recv_mm_data_wrapper(wrapped, receiver, args, kwargs, *, point: CheckPoint):
     """``MMReceiverBase.recv_mm_data(request_obj, mm_processor, prompt, ...)``: the request's carried layout
     for the check in ``get_validated_mm_data``, and its typed error raised to the request."""
     request = kwargs["request_obj"] if "request_obj" in kwargs else (args[0] if args else None)
     receiving = _Receiving(carried_layout(request), getattr(request, "rid", None))
-    token = _RECEIVING.set(receiving)
-    try:
-        result = await wrapped(*args, **kwargs)
-    finally:
-        _RECEIVING.reset(token)
-    if receiving.error is not None:
-        raise receiving.error
-    if result is None and receiving.layout is not None and request is not None:
-        # SGLang falls back to processing the media itself: the layout is not for its HF processor
-        request.mm_processor_kwargs = {k: v for k, v in request.mm_processor_kwargs.items() if k != LAYOUT_KWARG}
-    return result
+    with point.visit(receiving.request_id) as visit:
+        with _RECEIVING.opened(receiving):
+            result = await visit.call_async(wrapped, *args, **kwargs)
+        if receiving.error is not None:
+            visit.skip()  # counted at admission, where it was decided
+            raise receiving.error
+        if result is None and receiving.layout is not None and request is not None:
+            # SGLang falls back to processing the media itself: the layout is not for its HF processor
+            request.mm_processor_kwargs = {k: v for k, v in request.mm_processor_kwargs.items() if k != LAYOUT_KWARG}
+        return result
 
 
-WRAPPERS = {"get_validated_mm_data": validated_mm_data_wrapper, "recv_mm_data": recv_mm_data_wrapper}
+#: the hook table (see the module doc)
+HOOKS = (Hook("sglang.srt.multimodal.processors.qwen_vl", "QwenVLImageProcessor", "get_validated_mm_data",
+              validated_mm_data_wrapper, "admission",
+              upstream="python/sglang/srt/multimodal/processors/base_processor.py (sglang 0.5.23)"),
+         Hook("sglang.srt.disaggregation.encoder.receiver", "MMReceiverBase", "recv_mm_data", recv_mm_data_wrapper,
+              "ingress", upstream="python/sglang/srt/disaggregation/encoder/receiver.py (sglang 0.5.23)"))

@@ -1,6 +1,5 @@
 """install / uninstall / status: the check inside SGLang's EPD prefill side, on the lifecycle every engine
-glue shares (:class:`mm_handoff.glue.instrumentor.Instrumentor`); the hook points and their wrappers are
-:mod:`._hooks`'.
+glue shares (:class:`mm_handoff.glue.instrumentor.Instrumentor`); the hook table and its wrappers are :mod:`._hooks`'.
 """
 
 from __future__ import annotations
@@ -9,7 +8,7 @@ import logging
 
 from ..glue.instrumentor import Instrumentor
 from ..glue.policy import Policy
-from ._hooks import WRAPPERS, hook_points
+from ._hooks import hook_points
 
 log = logging.getLogger("mm_handoff.sglang")
 
@@ -21,6 +20,7 @@ class SGLangInstrumentor(Instrumentor):
     """The SGLang glue's part of the lifecycle: the two hook points of the module doc."""
 
     engine = "sglang"
+    label = "sglang"
     distributions = ("sglang",)
     install_hint = "install SGLang (docs/sglang.md: on CPU, pip install --no-deps sglang==0.5.23 plus its imports)"
 
@@ -28,7 +28,7 @@ class SGLangInstrumentor(Instrumentor):
         return SUPPORTED_VERSIONS
 
     def _instrument(self, policy: Policy) -> bool:
-        applied = self.apply([(cls, attr, WRAPPERS[attr]) for cls, attr in hook_points()], policy)
+        applied = self.apply(hook_points(), policy)
         log.info("mm-handoff: SGLang check installed on %s (policy=%s)", ", ".join(applied), policy.value)
         return True
 

@@ -20,13 +20,12 @@ is refused under every policy: it is another request's, not a mismatch to rebuil
 used (else the carried one) accepted against the handles and the mRoPE ids (the policy decides a failure),
 then held to the prompt used (upstream's carrier: the request's own text) under every policy; without a
 layout, the mRoPE length and the pads vs the handles' rows. The two share one :class:`_Admission` per request through a
-:class:`contextvars.ContextVar` of this module: the prefill method cannot see the request.
+:class:`~mm_handoff.glue.scope.RequestScope` of this module: the prefill method cannot see the request. Each runs
+its check point (``admission``, ``prefill``: :mod:`mm_handoff.glue.checkpoint`), which applies the policy and
+tells the observers.
 """
 
 from __future__ import annotations
-
-import contextvars
-import logging
 
 import attrs
 import numpy as np
@@ -34,7 +33,9 @@ import numpy as np
 from ..adapters.base import typed_adapter
 from ..checks import accept_layout, check_mrope_slice, check_own_request, check_prompt_pads
 from ..errors import AdapterNotFoundError, HandoffError
-from ..glue.policy import Decision, Policy, decide, not_this_requests
+from ..glue.checkpoint import CheckPoint, Visit
+from ..glue.policy import Decision, Policy
+from ..glue.scope import RequestScope
 from ..reading import embedding_rows_of
 from ._carrier import (
     GRIDS_KEY,
@@ -51,8 +52,6 @@ from ._carrier import (
 )
 from ._upstream_layout import UPSTREAM_LAYOUT_FIELD, check_upstream_layout
 
-log = logging.getLogger("mm_handoff.trtllm")
-
 
 @attrs.define
 class _Admission:
@@ -63,41 +62,41 @@ class _Admission:
     adapter: object = None
     #: a prefill call is running (an override calling ``super()``: the outer call decides)
     in_prefill: bool = False
+    #: the request, as admission names it (the prefill method cannot see it)
+    request_id: object = None
 
 
-_CURRENT: contextvars.ContextVar[_Admission | None] = contextvars.ContextVar("mm_handoff_admission",
-                                                                                 default=None)
+_CURRENT: RequestScope[_Admission] = RequestScope("mm_handoff_admission")
 
 
 # ------------------------------------------------------------------------------------ admission
-def admission_wrapper(wrapped, llm, args, kwargs, *, policy: Policy):
+def admission_wrapper(wrapped, llm, args, kwargs, *, point: CheckPoint):
     """``BaseLLM._preprocess``: run it, then check what it produced against what travelled."""
     dp = args[2] if len(args) > 2 else kwargs.get("disaggregated_params")
     label = request_label(dp)
-    state = _Admission()
-    token = _CURRENT.set(state)
-    try:
-        result = wrapped(*args, **kwargs)
-    except HandoffError as exc:  # raised at the prefill point, which cannot see the request
-        raise exc.with_request(label)  # noqa: B904
-    finally:
-        _CURRENT.reset(token)
-    inputs = args[0] if args else kwargs.get("inputs")
-    try:
-        own = check_admission(getattr(llm, "input_processor", None), result, dp, state, request_id=label,
-                              inputs=inputs)
-    except HandoffError as exc:
-        decide(policy, exc.with_request(label), where="admission (BaseLLM._preprocess)", log=log)
-        return result  # policy=fallback: passed through
-    if own is None:
+    state = _Admission(request_id=label)
+    with point.visit(label) as visit:
+        with _CURRENT.opened(state):
+            try:
+                result = visit.call(wrapped, *args, **kwargs)
+            except HandoffError as exc:  # raised at the prefill point, which cannot see the request
+                raise exc.with_request(label)  # noqa: B904
+        visit.uses(state.adapter)
+        inputs = args[0] if args else kwargs.get("inputs")
+        try:
+            own = check_admission(getattr(llm, "input_processor", None), result, dp, state, request_id=label,
+                                  inputs=inputs)
+        except HandoffError as exc:
+            visit.decide(exc.with_request(label))
+            return result  # policy=fallback: passed through
+        if own is None:
+            return result
+        visit.uses(own.adapter)
+        try:
+            check_own_request(own.layout, own.adapter, prompt_token_ids=own.prompt_token_ids, request_id=label)
+        except HandoffError as exc:  # another request's layout is refused under every policy (glue.policy)
+            visit.decide(exc, own=True)
         return result
-    try:
-        check_own_request(own.layout, own.adapter, prompt_token_ids=own.prompt_token_ids, request_id=label)
-    except HandoffError as exc:
-        if not_this_requests(exc):  # under every policy: another request's layout is refused (glue.policy)
-            raise
-        decide(policy, exc, where="admission (BaseLLM._preprocess)", log=log)
-    return result
 
 
 @attrs.frozen
@@ -174,7 +173,7 @@ def _known_adapter(processor, request_id):
 
 
 # -------------------------------------------------------------------------------- prefill point
-def prefill_wrapper(wrapped, processor, args, kwargs, *, policy: Policy):
+def prefill_wrapper(wrapped, processor, args, kwargs, *, point: CheckPoint):
     """``Qwen3VLInputProcessorBase.build_disagg_prefill_multimodal_inputs`` (see the module doc).
 
     With an accepted layout it answers in place of the engine's method (which would rebuild the very
@@ -183,22 +182,24 @@ def prefill_wrapper(wrapped, processor, args, kwargs, *, policy: Policy):
     state = _CURRENT.get()
     if state is not None and state.in_prefill:  # an override calling super(): the outer call decides
         return wrapped(*args, **kwargs)
-    token = None
     if state is None:  # called outside BaseLLM._preprocess: nothing to tell admission
-        state = _Admission()
-        token = _CURRENT.set(state)
+        with _CURRENT.opened(_Admission()) as state:
+            return _prefill_point(state, wrapped, processor, args, kwargs, point)
+    return _prefill_point(state, wrapped, processor, args, kwargs, point)
+
+
+def _prefill_point(state: _Admission, wrapped, processor, args, kwargs, point: CheckPoint):
     state.in_prefill = True
     try:
-        layout, adapter, result = _prefill(wrapped, processor, args, kwargs, policy)
+        with point.visit(state.request_id) as visit:
+            layout, adapter, result = _prefill(visit, wrapped, processor, args, kwargs)
         state.layout, state.adapter = layout, adapter
         return result
     finally:
         state.in_prefill = False
-        if token is not None:
-            _CURRENT.reset(token)
 
 
-def _prefill(wrapped, processor, args, kwargs, policy):
+def _prefill(visit: Visit, wrapped, processor, args, kwargs):
     """``(layout used or None, its adapter, the method's result)``."""
     inputs = args[0] if args else kwargs.get("inputs")
     mm_handles = args[1] if len(args) > 1 else kwargs.get("mm_handles")
@@ -206,8 +207,9 @@ def _prefill(wrapped, processor, args, kwargs, policy):
     try:
         adapter = adapter_for(processor)
     except HandoffError as exc:  # a family adapter that cannot be built: nothing to check with
-        decide(policy, exc, where="prefill (family adapter)", log=log)
-        return None, None, wrapped(*args, **kwargs)
+        visit.decide(exc)
+        return None, None, visit.call(wrapped, *args, **kwargs)
+    visit.uses(adapter)
     remedy = Decision.REBUILD if GRIDS_KEY in found else None
     stock = None
     if LAYOUT_KEY in found:
@@ -217,24 +219,25 @@ def _prefill(wrapped, processor, args, kwargs, policy):
             accepted = True
             check_own_request(layout, adapter, prompt_token_ids=own_prompt(processor, inputs))
             return layout, adapter, disagg_prefill_inputs(layout)
-        except HandoffError as exc:
-            if accepted and not_this_requests(exc):  # under every policy: never rebuilt over (glue.policy)
-                raise
-            decision = decide(policy, exc, where="prefill (carried layout)", remedy=remedy, log=log)
-    elif remedy is not None and policy is Policy.REBUILD:
-        decision = Decision.REBUILD  # nothing carried but the grids: rebuild without asking the engine first
+        except HandoffError as exc:  # an accepted layout that is not this request's: never rebuilt over
+            decision = visit.decide(exc, remedy=remedy, own=accepted)
+    elif remedy is not None and visit.point.policy is Policy.REBUILD:
+        decision = visit.decide(_absent(), remedy=remedy)  # nothing carried but the grids: rebuild at once
     else:
-        stock = wrapped(*args, **kwargs)
+        stock = visit.call(wrapped, *args, **kwargs)
         if not _has_video(stock, adapter):  # images only: the stock ids equal the aggregated ones
             return None, None, stock
-        absent = HandoffError(f"multimodal_embedding_handles[0][{LAYOUT_KEY!r}]",
-                              "the encoder's layout (install mm_handoff.trtllm on the encoder side)", "absent",
-                              hint="a video prompt rebuilt from text has no timestamps and one pad run per video")
-        decision = decide(policy, absent, where="prefill (no carried layout)", remedy=remedy, log=log)
+        decision = visit.decide(_absent(), remedy=remedy)
     if decision is Decision.REBUILD:
         layout, used = _rebuild(processor, adapter, inputs, mm_handles, found)
         return layout, used, disagg_prefill_inputs(layout)
-    return None, None, stock if stock is not None else wrapped(*args, **kwargs)  # Decision.PASS_THROUGH
+    return None, None, stock if stock is not None else visit.call(wrapped, *args, **kwargs)  # PASS_THROUGH
+
+
+def _absent() -> HandoffError:
+    return HandoffError(f"multimodal_embedding_handles[0][{LAYOUT_KEY!r}]",
+                        "the encoder's layout (install mm_handoff.trtllm on the encoder side)", "absent",
+                        hint="a video prompt rebuilt from text has no timestamps and one pad run per video")
 
 
 def _rebuild(processor, adapter, inputs, mm_handles, found):

@@ -16,13 +16,13 @@ file, each rebuild-and-free removes one, and same-process ``local`` handles are 
 worker's ``to_tensor`` is that consumer, so nothing here ever rebuilds a handle: a grid that is already a
 handle is not read.
 
-The slot is a :class:`contextvars.ContextVar`: concurrent ``generate_async`` calls in other threads
-or tasks each see their own.
+The slot is a :class:`~mm_handoff.glue.scope.RequestScope`: concurrent ``generate_async`` calls in other
+threads or tasks each see their own. ``generate_async`` runs the ``encoder`` check point
+(:mod:`mm_handoff.glue.checkpoint`); the two others only fill its slot.
 """
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import math
 from typing import Any
@@ -31,7 +31,9 @@ import numpy as np
 
 from ..adapters.base import typed_adapter
 from ..errors import AdapterNotFoundError, HandoffError
-from ..glue.policy import Decision, Policy, decide
+from ..glue.checkpoint import CheckPoint, Visit
+from ..glue.policy import Decision, Policy
+from ..glue.scope import RequestScope
 from ._carrier import (
     GRIDS_KEY,
     LAYOUT_KEY,
@@ -45,10 +47,10 @@ from ._carrier import (
 log = logging.getLogger("mm_handoff.trtllm")
 
 #: the capture slot of the ``generate_async`` call in progress in this context (None outside one)
-_SLOT: contextvars.ContextVar[dict | None] = contextvars.ContextVar("mm_handoff_encoder_slot", default=None)
+_SLOT: RequestScope[dict] = RequestScope("mm_handoff_encoder_slot")
 
 
-def to_handle_wrapper(wrapped, params, args, kwargs, *, policy: Policy):
+def to_handle_wrapper(wrapped, params, args, kwargs, *, point: CheckPoint):
     """``MultimodalParams.to_handle``: inside an open slot, read the grids first (still tensors)."""
     slot = _SLOT.get()
     element = args[0] if args else kwargs.get("element")
@@ -57,7 +59,7 @@ def to_handle_wrapper(wrapped, params, args, kwargs, *, policy: Policy):
     return wrapped(*args, **kwargs)
 
 
-def preprocess_wrapper(wrapped, encoder, args, kwargs, *, policy: Policy):
+def preprocess_wrapper(wrapped, encoder, args, kwargs, *, point: CheckPoint):
     """``MultimodalEncoder._preprocess``: run it; keep the expanded ids (and grids still unread)."""
     result = wrapped(*args, **kwargs)
     slot = _SLOT.get()
@@ -76,37 +78,37 @@ def _skips_preprocess(inputs) -> bool:
             and params is not None and bool(getattr(params, "multimodal_data", None)))
 
 
-def generate_async_wrapper(wrapped, encoder, args, kwargs, *, policy: Policy):
+def generate_async_wrapper(wrapped, encoder, args, kwargs, *, point: CheckPoint):
     """``MultimodalEncoder.generate_async``: run it with a capture slot open, then attach to the output."""
     inputs = args[0] if args else kwargs.get("inputs")
-    if _skips_preprocess(inputs):
-        decide(policy, HandoffError(
-            "inputs", "the prompt dict (generate_async runs _preprocess, where mm-handoff reads what it attaches)",
-            f"{type(inputs).__name__} from preprocess()",
-            hint="this request's layout is not stamped; pass the raw inputs to generate_async"),
-            where="encoder (a request that skips _preprocess)", log=log)
-        return wrapped(*args, **kwargs)  # policy=fallback: unstamped
-    slot: dict = {}
-    token = _SLOT.set(slot)
-    try:
-        output = wrapped(*args, **kwargs)
-    finally:
-        _SLOT.reset(token)
-    ids, grids = slot.get("prompt_token_ids"), slot.get("grids")
-    if ids is None or not grids:
-        return output  # text only, or _preprocess was bypassed (PreprocessedInputs)
-    request_id = getattr(output, "request_id", None)
-    try:
-        adapter = adapter_for(getattr(encoder, "input_processor", None), request_id=request_id)
-        carried = build_carried(adapter, ids, grids, inputs, policy=policy, request_id=request_id,
-                            prompt_ids=_prompt_ids(encoder, inputs))
-    except AdapterNotFoundError:  # not a family mm-handoff knows: its handoff is not ours to carry
+    with point.visit() as visit:
+        if _skips_preprocess(inputs):
+            visit.decide(HandoffError(
+                "inputs", "the prompt dict (generate_async runs _preprocess, where mm-handoff reads what it attaches)",
+                f"{type(inputs).__name__} from preprocess()",
+                hint="this request's layout is not stamped; pass the raw inputs to generate_async"))
+            return visit.call(wrapped, *args, **kwargs)  # policy=fallback: unstamped
+        with _SLOT.opened({}) as slot:
+            output = visit.call(wrapped, *args, **kwargs)
+        ids, grids = slot.get("prompt_token_ids"), slot.get("grids")
+        if ids is None or not grids:
+            visit.skip()
+            return output  # text only, or _preprocess was bypassed (PreprocessedInputs)
+        request_id = getattr(output, "request_id", None)
+        visit.named(request_id)
+        try:
+            adapter = adapter_for(getattr(encoder, "input_processor", None), request_id=request_id)
+            visit.uses(adapter)
+            carried = build_carried(adapter, ids, grids, inputs, visit=visit, request_id=request_id,
+                                    prompt_ids=_prompt_ids(encoder, inputs))
+        except AdapterNotFoundError:  # not a family mm-handoff knows: its handoff is not ours to carry
+            visit.skip()
+            return output
+        except HandoffError as exc:  # no adapter for this processor, or one that fails: nothing is shipped
+            visit.decide(exc)
+            return output  # policy=fallback: unstamped
+        attach_carried(output, carried)
         return output
-    except HandoffError as exc:  # no adapter for this processor, or one that fails: nothing is shipped
-        decide(policy, exc, where="encoder (building what it attaches)", log=log)
-        return output  # policy=fallback: unstamped
-    attach_carried(output, carried)
-    return output
 
 
 def _prompt_ids(encoder, inputs):
@@ -118,12 +120,17 @@ def _prompt_ids(encoder, inputs):
         return None
 
 
-def build_carried(adapter, ids, grids: dict, inputs, *, policy: Policy, request_id=None, prompt_ids=None) -> dict:
-    """The keys to attach: grids + video metadata always, the layout when it derives cleanly.
+def build_carried(adapter, ids, grids: dict, inputs, *, visit: Visit | None = None, policy: Policy | None = None,
+                  request_id=None, prompt_ids=None) -> dict:
+    """The keys to attach: grids + video metadata always, the layout when it derives cleanly (else what
+    ``visit``, the encoder's check point, decides: the error raised, or the grids shipped without it; called
+    outside a hooked call, ``policy`` decides, and nothing is recorded).
 
     The metadata is the IO loader's; HF may have sampled other frames (Qwen3-VL samples by default), so a
     rebuild from it is offered only when it reproduces these ids (checked here, where both are known).
     """
+    if visit is None:
+        visit = CheckPoint("trtllm", "encoder", policy or Policy.RAISE).visit(request_id)
     adapter = typed_adapter(adapter, request_id=request_id)
     videos = (inputs.get("multi_modal_data") or {}).get("video") if isinstance(inputs, dict) else None
     carried: dict[str, Any] = {
@@ -135,8 +142,7 @@ def build_carried(adapter, ids, grids: dict, inputs, *, policy: Policy, request_
         layout = adapter.derive_layout(ids, image_grid_thw=grids.get("image_grid_thw"),
                                        video_grid_thw=grids.get("video_grid_thw"), mrope=False, request_id=request_id)
     except HandoffError as exc:  # policy=raise: this request fails here; otherwise Decision.SHIP_GRIDS
-        decide(policy, exc.with_request(request_id), where="encoder (deriving the layout to ship)",
-               remedy=Decision.SHIP_GRIDS, log=log)
+        visit.decide(exc.with_request(request_id), remedy=Decision.SHIP_GRIDS)
         return carried  # the grids and metadata without a layout: the prefill side can rebuild from them
     carried[LAYOUT_KEY] = layout.to_wire()
     if videos and not _rebuild_reproduces(adapter, prompt_ids, grids, carried[VIDEO_METADATA_KEY], layout):

@@ -3,7 +3,8 @@
 The lifecycle itself (lock, state, version gate, the ledger, idempotent install and uninstall) is the
 shared :class:`mm_handoff.glue.instrumentor.Instrumentor`; this module supplies TensorRT-LLM's part: the
 supported range, the upstream carriers of the layout, and the patch table's rows (:mod:`._hooks`),
-each naming its wrapper. The policy reaches each wrapper as an argument bound at install time.
+each naming its wrapper and check point. The policy reaches each wrapper in its check point
+(:class:`mm_handoff.glue.checkpoint.CheckPoint`), bound at install time.
 
 What install does is decided by what the installed files have, not by the version string:
 
@@ -104,7 +105,7 @@ def slice_check(points, states: dict | None = None) -> dict:
 
     Placed when at least one ``role="slice"`` row resolved (``states``: the status rows' states by target,
     where a found row counts only when it is patched or found)."""
-    rows = [p for p in points if p.spec.role == "slice"]
+    rows = [p for p in points if p.hook.role == "slice"]
     ok = ("found", "patched")
     where = [p.key for p in rows if p.state == "found" and (states is None or states.get(p.key) in ok)]
     if where:
@@ -120,7 +121,7 @@ def _refuse_on_drift(points) -> None:
             expected, actual = point.drift
             raise EngineNotSupportedError(f"hook {point.key}", expected, actual,
                           hint="the engine changed; mm-handoff refuses rather than wrap it")
-        if point.state == "missing" and point.spec.required:
+        if point.state == "missing" and point.hook.required:
             raise EngineNotSupportedError(f"hook {point.key}", "present", point.reason,
                           hint="a required hook point is missing from this TensorRT-LLM")
 
@@ -130,6 +131,7 @@ class TensorRTLLMInstrumentor(Instrumentor):
     """The TensorRT-LLM glue's part of the lifecycle: the upstream carriers, the patch table's rows."""
 
     engine = ENGINE
+    label = "trtllm"
     distributions = (ENGINE, "tensorrt-llm")
     install_hint = "install it from NVIDIA's index, or do not call mm_handoff.trtllm.install()"
 
@@ -155,7 +157,7 @@ class TensorRTLLMInstrumentor(Instrumentor):
                                           f"{type(exc).__name__}: {exc}") from exc
         points = probe()
         _refuse_on_drift(points)
-        applied = self.apply([(p.cls, p.attr, p.wrapper) for p in points if p.state == "found"], policy)
+        applied = self.apply([(p.hook, p.cls, p.attr) for p in points if p.state == "found"], policy)
         self.standing_down, self.mode = False, mode
         if fix:
             log.warning("mm-handoff: TensorRT-LLM %s carries the encoder layout itself (DisaggregatedParams.%s): "
@@ -208,14 +210,15 @@ class TensorRTLLMInstrumentor(Instrumentor):
 
     def _hook_row(self, point, mode: str = "carry") -> dict:
         state, reason = self._hook_state(point), point.reason
-        if state == "missing" and not point.spec.required:  # an optional hook that moved or vanished
-            what = "slice check" if point.spec.role == "slice" else "check"
+        if state == "missing" and not point.hook.required:  # an optional hook that moved or vanished
+            what = "slice check" if point.hook.role == "slice" else "check"
             state, reason = "unavailable", f"{what} unavailable on this version: {reason}"
-        elif mode == MODE_VALIDATE and point.spec.role == "prefill":
+        elif mode == MODE_VALIDATE and point.hook.role == "prefill":
             reason = ("mode=validate: upstream calls it only for a request without multimodal_layout (its fallback "
                       "that rebuilds the prompt from text); a request carrying the layout is validated, not rewritten")
-        return {"wrapper": wrapper_name(point.wrapper), "target": point.key, "process": point.spec.process,
-                "required": point.spec.required, "state": state, "reason": reason, "upstream": point.spec.upstream}
+        return {"wrapper": wrapper_name(point.wrapper), "target": point.key, "check_point": point.hook.check_point,
+                "process": point.hook.process,
+                "required": point.hook.required, "state": state, "reason": reason, "upstream": point.hook.upstream}
 
 
 _TRTLLM = TensorRTLLMInstrumentor()

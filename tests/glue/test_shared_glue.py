@@ -12,6 +12,7 @@ import pytest
 from mm_handoff import get_adapter
 from mm_handoff.errors import EngineNotSupportedError, HandoffError, TokenMismatchError
 from mm_handoff.glue.engine_adapters import EngineAdapters
+from mm_handoff.glue.hooks import Hook
 from mm_handoff.glue.instrumentor import Instrumentor, supports
 from mm_handoff.glue.policy import Decision, Policy, decide
 
@@ -27,9 +28,9 @@ LOG = logging.getLogger("mm_handoff.test")
     (Policy.REBUILD, Decision.SHIP_GRIDS, Decision.SHIP_GRIDS),
 ])
 def test_decide_returns_the_decision_the_check_point_acts_on(policy, remedy, decision, caplog):
-    with caplog.at_level(logging.INFO, logger="mm_handoff.test"):
-        assert decide(policy, HandoffError("f", 1, 2), where="here", remedy=remedy, log=LOG) is decision
-    assert "here" in caplog.text and f"policy={policy.value}" in caplog.text
+    with caplog.at_level(logging.DEBUG, logger="mm_handoff"):
+        assert decide(policy, HandoffError("f", 1, 2), remedy=remedy) is decision
+    assert not caplog.records  # the check point writes the one event, decide() nothing
 
 
 @pytest.mark.parametrize("policy, remedy", [(Policy.RAISE, None), (Policy.RAISE, Decision.REBUILD),
@@ -37,15 +38,8 @@ def test_decide_returns_the_decision_the_check_point_acts_on(policy, remedy, dec
 def test_decide_raises_the_typed_error_where_nothing_else_is_possible(policy, remedy):
     error = HandoffError("f", 1, 2)
     with pytest.raises(HandoffError) as info:
-        decide(policy, error, where="here", remedy=remedy, log=LOG)
+        decide(policy, error, remedy=remedy)
     assert info.value is error
-
-
-def test_shipping_the_grids_is_logged_as_what_it_is(caplog):
-    """The encoder's remedy says it ships the grids; it never claims to rebuild a layout."""
-    with caplog.at_level(logging.INFO, logger="mm_handoff.test"):
-        decide(Policy.REBUILD, HandoffError("f", 1, 2), where="encoder", remedy=Decision.SHIP_GRIDS, log=LOG)
-    assert "shipping the grids" in caplog.text and "rebuilding" not in caplog.text
 
 
 # --------------------------------------------------------------------------------- adapter cache
@@ -88,13 +82,18 @@ class _Toy(Instrumentor):
     def instrumentation_dependencies(self):
         return ("mm_handoff_toy_engine >= 1.0, < 2",)
 
+    label = "vllm"
+
     def _instrument(self, policy):
-        self.apply([(sys.modules[self.engine].Thing, "run", _toy_wrapper)], policy)
+        self.apply([(_TOY_ROW, sys.modules[self.engine].Thing, "run")], policy)
         return True
 
 
-def _toy_wrapper(wrapped, instance, args, kwargs, *, policy):
-    return (policy.value, wrapped(*args, **kwargs))
+def _toy_wrapper(wrapped, instance, args, kwargs, *, point):
+    return (point.policy.value, point.engine, point.name, wrapped(*args, **kwargs))
+
+
+_TOY_ROW = Hook("mm_handoff_toy_engine", "Thing", "run", _toy_wrapper, "admission")
 
 
 @pytest.fixture
@@ -118,7 +117,7 @@ def test_install_binds_the_policy_and_uninstall_restores(toy):
     original = vars(module.Thing)["run"]
     report = glue.install(policy="fallback")
     assert report["installed"] and report["policy"] == "fallback" and report["mm_handoff_toy_engine"] == "1.2"
-    assert module.Thing().run() == ("fallback", "own")
+    assert module.Thing().run() == ("fallback", "vllm", "admission", "own")
     assert glue.install(policy="raise")["policy"] == "fallback"  # idempotent: nothing changed
     assert glue.get_original((module.Thing, "run")) is original
     assert not glue.uninstall()["installed"]
@@ -174,18 +173,21 @@ def _expanded_twice():
 
 @pytest.mark.parametrize("policy", ["raise", "rebuild"])
 def test_vllm_check_rejects_under_raise_and_rebuild(policy):
-    from mm_handoff.vllm._hooks import apply_wrapper
+    from mm_handoff.vllm._hooks import HOOKS, apply_wrapper
 
     inputs, result = _expanded_twice()
     with pytest.raises(TokenMismatchError) as info:
-        apply_wrapper(lambda *a, **k: result, _Processor(), (inputs,), {}, policy=Policy(policy))
+        apply_wrapper(lambda *a, **k: result, _Processor(), (inputs,), {}, point=HOOKS[0].point("vllm", Policy(policy)))
     assert info.value.field == "prompt_token_ids before vLLM's expansion" and info.value.index == 3
 
 
 def test_vllm_check_passes_vllms_result_through_under_fallback(caplog):
-    from mm_handoff.vllm._hooks import apply_wrapper
+    from mm_handoff.vllm._hooks import HOOKS, apply_wrapper
 
     inputs, result = _expanded_twice()
-    with caplog.at_level(logging.WARNING, logger="mm_handoff.vllm"):
-        assert apply_wrapper(lambda *a, **k: result, _Processor(), (inputs,), {}, policy=Policy.FALLBACK) is result
-    assert "policy=fallback" in caplog.text and "vLLM expansion" in caplog.text
+    with caplog.at_level(logging.WARNING, logger="mm_handoff"):
+        assert apply_wrapper(lambda *a, **k: result, _Processor(), (inputs,), {},
+                             point=HOOKS[0].point("vllm", Policy.FALLBACK)) is result
+    [event] = [r.mm_handoff_event for r in caplog.records if hasattr(r, "mm_handoff_event")]
+    assert event["policy"] == "fallback" and event["outcome"] == "fallback" and event["engine"] == "vllm"
+    assert event["check_point"] == "admission" and event["error"] == "TokenMismatchError"

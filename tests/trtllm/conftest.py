@@ -61,3 +61,12 @@ def deployment(engine):
         llm.shutdown()
 
 
+
+
+@pytest.fixture(autouse=True)
+def fresh_signals():
+    """mm-handoff's figures at zero and full event buckets for each test (events are rate-limited per process)."""
+    from mm_handoff.glue.signals import SIGNALS
+
+    SIGNALS.reset()
+    yield SIGNALS

@@ -85,6 +85,7 @@ def _upstream_carrier(layout: HandoffLayout):
 def test_validate_mode_refuses_another_requests_layout_under_every_policy(deployment, prompts, policy):
     """Admission: upstream's carrier holds B's layout (upstream's ``_preprocess`` runs the carried ids) while
     the request's own text is A's."""
+    from mm_handoff.glue.checkpoint import CheckPoint
     from mm_handoff.glue.policy import Policy
     from mm_handoff.trtllm._admission import admission_wrapper
 
@@ -101,7 +102,7 @@ def test_validate_mode_refuses_another_requests_layout_under_every_policy(deploy
                                  mrope_position_ids_handle=None, disagg_request_id="A")
         result = (layout.token_ids.tolist(),)  # upstream takes the prompt from its carrier
         return result, lambda: admission_wrapper(lambda *a, **k: result, llm, ({"prompt": prompt}, None, params),
-                                                 {}, policy=Policy(policy))
+                                                 {}, point=CheckPoint("trtllm", "admission", Policy(policy)))
 
     _, call = admit(mine, _encoded(dep, theirs))
     error = _refused(call)

@@ -1,6 +1,7 @@
 """Each policy at each check point: raise -> typed error; fallback -> warn and pass; rebuild -> rebuild
 where possible (the prefill point), elsewhere the same as raise."""
 
+import json
 import logging
 
 import numpy as np
@@ -10,6 +11,20 @@ from trtllm_helpers import PROMPT, video_request
 import mm_handoff.trtllm as glue
 from mm_handoff import get_adapter
 from mm_handoff.errors import HandoffError, MropeLengthError, SkewError
+
+EVENTS = "mm_handoff"  # the logger every check point's events go to
+
+
+def _events(caplog) -> list:
+    """The structured events written (their dicts, as a log pipeline parses them from the message too)."""
+    out = []
+    for record in caplog.records:
+        if hasattr(record, "mm_handoff_event"):
+            message = record.getMessage()
+            assert message.startswith("mm-handoff event ")
+            assert json.loads(message[len("mm-handoff event "):]) == record.mm_handoff_event
+            out.append(record.mm_handoff_event)
+    return out
 
 POLICIES = ("raise", "fallback", "rebuild")
 
@@ -53,14 +68,21 @@ def test_prefill_without_a_carried_layout(deployment, caplog, policy):
         assert info.value.field == "multimodal_embedding_handles[0]['mm_handoff.layout']"
         assert info.value.actual == "absent"
         return
-    with caplog.at_level(logging.WARNING, logger="mm_handoff.trtllm"):
+    with caplog.at_level(logging.INFO, logger=EVENTS):
         ids = call()[0]
+    events = _events(caplog)
     if policy == "fallback":
         assert len(ids) == len(enc.prompt_token_ids) - 16
-        assert "policy=fallback" in caplog.text and "mrope_position_ids" in caplog.text
+        # the prefill point passes the stock prompt on; admission then finds its mRoPE ids too short
+        assert [(e["check_point"], e["outcome"]) for e in events] == [("prefill", "fallback"), ("admission",
+                                                                                                   "fallback")]
+        assert events[0]["actual"] == "absent" and "mm_handoff.layout" in events[0]["field"]
+        assert events[1]["field"].startswith("mrope_position_ids") and events[1]["error"] == "MropeLengthError"
+        assert all(e["policy"] == "fallback" and e["request_id"] == events[0]["request_id"] for e in events)
+        assert events[0]["family"] == "qwen3_vl"  # admission used no adapter for it: "other"
     else:
         assert ids == list(enc.prompt_token_ids)
-        assert not caplog.records
+        assert [(e["check_point"], e["outcome"]) for e in events] == [("prefill", "rebuilt")]
 
 
 def test_prefill_rebuild_without_grids_behaves_as_raise(deployment):
@@ -106,9 +128,10 @@ def test_admission(deployment, caplog, policy):
     handle["tensor_size"] = [3, 1, handle["tensor_size"][-1] - 1]
     call = lambda: dep.pd._preprocess({"prompt": PROMPT}, _sp(), enc.disaggregated_params)  # noqa: E731
     if policy == "fallback":
-        with caplog.at_level(logging.WARNING, logger="mm_handoff.trtllm"):
+        with caplog.at_level(logging.WARNING, logger=EVENTS):
             assert call()[0] == list(enc.prompt_token_ids)
-        assert "admission" in caplog.text
+        [event] = _events(caplog)
+        assert event["check_point"] == "admission" and event["outcome"] == "fallback"
     else:
         with pytest.raises(MropeLengthError):
             call()
@@ -127,9 +150,10 @@ def test_worker_ingress(engine, caplog, policy):
     request = GenerationRequest(list(range(1000, 1010)), sampling_params=_sp(),
                                 multimodal_params=MultimodalParams(multimodal_data=_mrope_data(16))).set_id(7)
     if policy == "fallback":
-        with caplog.at_level(logging.WARNING, logger="mm_handoff.trtllm"):
+        with caplog.at_level(logging.WARNING, logger=EVENTS):
             assert worker._enqueue_request(request) == 1
-        assert "worker ingress" in caplog.text
+        [event] = [e for e in _events(caplog) if e["check_point"] == "ingress"]  # (the in-process worker slices too)
+        assert event["request_id"] == 7 and event["actual"] == 16 and event["outcome"] == "fallback"
     else:
         with pytest.raises(MropeLengthError) as info:
             worker._enqueue_request(request)
@@ -169,10 +193,11 @@ def test_context_phase_slice(engine, caplog, policy, where):
         from tensorrt_llm._torch.pyexecutor.model_engine import PyTorchModelEngine as cls
     glue.install(policy=policy)
     if policy == "fallback":
-        with caplog.at_level(logging.WARNING, logger="mm_handoff.trtllm"):
+        with caplog.at_level(logging.WARNING, logger=EVENTS):
             inputs = _run_decoder_runner(cls)
         assert inputs["position_ids"].shape == (3, 1, 10)  # the original ran, untouched
-        assert "context-phase mRoPE slice" in caplog.text
+        [event] = _events(caplog)
+        assert event["check_point"] == "slice" and event["request_id"] == 11 and event["family"] == "other"
     else:
         with pytest.raises(MropeLengthError) as info:
             _run_decoder_runner(cls)
@@ -211,6 +236,7 @@ def test_rebuild_replaces_a_corrupted_layout_and_admission_checks_the_rebuilt_on
 def test_encoder_ships_the_grids_when_the_layout_does_not_derive(caplog, policy, monkeypatch):
     """A layout that does not derive from the encoder's ids: raise fails the request there; fallback and
     rebuild ship the grids and metadata only (so the PD side can rebuild), and say so."""
+    from mm_handoff.glue.checkpoint import CheckPoint
     from mm_handoff.glue.policy import Policy
     from mm_handoff.trtllm._encoder import build_carried
 
@@ -222,14 +248,19 @@ def test_encoder_ships_the_grids_when_the_layout_does_not_derive(caplog, policy,
 
     monkeypatch.setattr(type(adapter), "derive_layout", broken)
     grids = {"video_grid_thw": [[2, 4, 4]]}
-    call = lambda: build_carried(adapter, [1, 2, 3], grids, {}, policy=Policy(policy), request_id="e1")  # noqa: E731
+    def call():
+        with CheckPoint("trtllm", "encoder", Policy(policy)).visit("e1") as visit:
+            visit.uses(adapter)
+            return build_carried(adapter, [1, 2, 3], grids, {}, visit=visit, request_id="e1")
+
     if policy == "raise":
         with pytest.raises(HandoffError) as info:
             call()
         assert info.value.args == error.args and info.value.request_id == "e1"
         assert error.request_id is None  # the adapter's own error is left as it was
         return
-    with caplog.at_level(logging.INFO, logger="mm_handoff.trtllm"):
+    with caplog.at_level(logging.INFO, logger=EVENTS):
         stamp = call()
     assert glue.LAYOUT_KEY not in stamp and stamp[glue.GRIDS_KEY]["video_grid_thw"] == [[2, 4, 4]]
-    assert "shipping the grids" in caplog.text and "rebuilding" not in caplog.text
+    [event] = _events(caplog)  # it says it ships the grids; it never claims to rebuild a layout
+    assert (event["outcome"], event["check_point"], event["request_id"]) == ("shipped_grids", "encoder", "e1")

@@ -1,0 +1,338 @@
+"""What every check point tells the outside: counters and host time (metrics), and one event per refusal,
+rebuild and fallback (the log). One home for all three engines; docs/metrics.md is the dashboard's view.
+
+**Metrics.** Three figures, by labels from closed sets only (never a request id or free text):
+
+* ``mm_handoff_checks_total{engine, family, check_point, outcome}``: one per request a check point decided on;
+* ``mm_handoff_refusals_total{engine, check_point, error}``: one per request refused there, by error class;
+* ``mm_handoff_hook_seconds{engine, check_point}``: the hook's own host time (the engine's call excluded).
+
+``engine`` is one of :data:`ENGINES`, ``check_point`` of :data:`CHECK_POINTS`, ``outcome`` of :data:`OUTCOMES`,
+``error`` the name of a :class:`~mm_handoff.errors.HandoffError` class of :mod:`mm_handoff.errors` (else
+``"other"``), ``family`` a registered family name (else ``"other"``). They are always kept in process
+(:func:`stats`, exported as ``mm_handoff.stats()``), and also in the engine's own Prometheus registry when
+prometheus_client is importable and ``MM_HANDOFF_METRICS`` does not turn that side off.
+
+prometheus_client picks its value store (in memory, or the ``PROMETHEUS_MULTIPROC_DIR`` files) when it is first
+imported, and the engines set that variable during their start-up; so it is imported at the first recorded
+outcome, never at ``import mm_handoff`` or at install. Each metric is created once per process on the default
+``REGISTRY`` and each labelled child is cached (the label sets are closed, so the cache is bounded): the hot
+path is a dict lookup and an increment.
+
+**Events.** A refusal, a rebuild, a fallback and a shipped-grids decision each write one line on the
+``mm_handoff`` logger: ``mm-handoff event {json}``, the same dict in ``extra={"mm_handoff_event": ...}``
+(request id, engine, family, check point, hook, policy, outcome, error class, field, expected, actual; values
+printed as the errors print them, at most 400 characters each). Each ``(engine, check point, error class)``
+has a token bucket (:data:`EVENT_BURST` events at once, then :data:`EVENT_RATE` per second): a flood of bad
+requests cannot flood the log, and the next event that is written says how many were suppressed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .. import _env
+from .. import errors as _errors
+from ..errors import HandoffError, printed
+
+#: the engines (label ``engine``)
+ENGINES = ("trtllm", "vllm", "sglang")
+#: the check points (label ``check_point``), in the order a request meets them
+CHECK_POINTS = ("encoder", "admission", "prefill", "ingress", "slice", "output")
+#: what a check point did with a request (label ``outcome``): ``shipped_grids`` is the encoder's remedy (the
+#: layout did not derive; the grids and video metadata travel without it, so the prefill side can rebuild)
+OUTCOMES = ("accepted", "refused", "rebuilt", "fallback", "shipped_grids")
+#: the label value for anything outside a closed set
+OTHER = "other"
+#: the error classes a refusal is counted under: every HandoffError class mm_handoff.errors defines
+ERROR_CLASSES: dict[type, str] = {
+    value: name for name, value in sorted(vars(_errors).items())
+    if isinstance(value, type) and issubclass(value, HandoffError) and value.__module__ == _errors.__name__}
+#: the label values of ``error``
+ERROR_NAMES = tuple(sorted(ERROR_CLASSES.values())) + (OTHER,)
+
+CHECKS_TOTAL = "mm_handoff_checks_total"
+REFUSALS_TOTAL = "mm_handoff_refusals_total"
+HOOK_SECONDS = "mm_handoff_hook_seconds"
+#: host time of one hook: 1 us .. 100 ms (the checks take microseconds; a long prompt's accept step milliseconds)
+HOOK_SECONDS_BUCKETS = (1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
+                        2.5e-2, 0.1)
+
+#: events written at once per (engine, check point, error class), then EVENT_RATE per second
+EVENT_BURST = 10
+EVENT_RATE = 1.0
+#: the longest request id an event carries (printed as the errors print it beyond that)
+_MAX_ID_CHARS = 200
+
+log = logging.getLogger("mm_handoff")
+
+#: the events' levels: a refusal or a fallback is a warning, a rebuild or shipped grids what the policy asked for
+_LEVELS = {"refused": logging.WARNING, "fallback": logging.WARNING, "rebuilt": logging.INFO,
+           "shipped_grids": logging.INFO}
+
+
+# ------------------------------------------------------------------------------------ the setting
+def metrics_setting(environ=None) -> bool | None:
+    """``MM_HANDOFF_METRICS``: None when unset or blank (on when prometheus_client is importable), else the
+    switch (:func:`mm_handoff._env.env_flag`: a value that is neither on nor off is a typed error)."""
+    value = (os.environ if environ is None else environ).get(_env.METRICS)
+    if value is None or not value.strip():
+        return None
+    return _env.env_flag(_env.METRICS, {_env.METRICS: value})
+
+
+def prometheus_importable() -> bool:
+    """Whether prometheus_client can be imported, asked without importing it."""
+    try:
+        return importlib.util.find_spec("prometheus_client") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+# ------------------------------------------------------------------------------------ the labels
+class _Families:
+    """``family`` label values: a registered family's name, else ``"other"``; answers cached, boundedly."""
+
+    MAX_CACHED = 256
+
+    def __init__(self) -> None:
+        self._known: dict[str, str] = {}
+
+    def label(self, family: Any) -> str:
+        if not isinstance(family, str):
+            return OTHER
+        hit = self._known.get(family)
+        if hit is not None:
+            return hit
+        from ..adapters.registry import REGISTRY
+
+        try:
+            answer = family if family in REGISTRY.families() else OTHER
+        except Exception:  # a registry that cannot answer: not a label value to trust
+            answer = OTHER
+        if len(self._known) < self.MAX_CACHED:
+            self._known[family] = answer
+        return answer
+
+
+def error_label(error: BaseException | None) -> str:
+    return OTHER if error is None else ERROR_CLASSES.get(type(error), OTHER)
+
+
+# ------------------------------------------------------------------------------------ Prometheus
+class _Prometheus:
+    """The three metrics on the default registry of this process, and their labelled children."""
+
+    def __init__(self) -> None:
+        import prometheus_client as prom
+
+        self.checks = _metric(prom.Counter, CHECKS_TOTAL, "Requests an mm-handoff check point decided on",
+                              ("engine", "family", "check_point", "outcome"))
+        self.refusals = _metric(prom.Counter, REFUSALS_TOTAL, "Requests an mm-handoff check point refused",
+                                ("engine", "check_point", "error"))
+        self.seconds = _metric(prom.Histogram, HOOK_SECONDS, "Host time of an mm-handoff hook (engine excluded)",
+                               ("engine", "check_point"), buckets=HOOK_SECONDS_BUCKETS)
+        self.children: dict[tuple, Any] = {}
+
+    def child(self, metric, key: tuple):
+        found = self.children.get((id(metric),) + key)
+        if found is None:
+            found = self.children[(id(metric),) + key] = metric.labels(*key)
+        return found
+
+
+def _metric(kind, name: str, doc: str, labels: tuple, **kwargs):
+    """``kind(name, ...)`` on the default registry, or the one already there (a registry refuses a name twice)."""
+    from prometheus_client import REGISTRY
+
+    try:
+        return kind(name, doc, labels, **kwargs)
+    except ValueError:  # created before in this process (another copy of this module): use that one
+        existing = getattr(REGISTRY, "_names_to_collectors", {}).get(name)
+        if existing is None:
+            raise
+        return existing
+
+
+# ------------------------------------------------------------------------------------ the events
+class EventLog:
+    """One event per refusal, rebuild and fallback, rate-limited per key (see the module doc)."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic, burst: int = EVENT_BURST,
+                 rate: float = EVENT_RATE, logger: logging.Logger = log) -> None:
+        self.clock, self.burst, self.rate, self.logger = clock, burst, rate, logger
+        self._lock = threading.Lock()
+        #: key -> [tokens, last refill time, suppressed since the last written event]
+        self._buckets: dict[tuple, list] = {}
+
+    def reset(self) -> None:
+        with self._lock:
+            self._buckets.clear()
+
+    def emit(self, event: dict) -> bool:
+        """Write ``event`` unless its bucket is empty; whether it was written."""
+        level = _LEVELS.get(event["outcome"], logging.WARNING)
+        if not self.logger.isEnabledFor(level):
+            return False
+        key = (event["engine"], event["check_point"], event["error"])
+        with self._lock:
+            now = self.clock()
+            bucket = self._buckets.setdefault(key, [float(self.burst), now, 0])
+            bucket[0] = min(float(self.burst), bucket[0] + (now - bucket[1]) * self.rate)
+            bucket[1] = now
+            if bucket[0] < 1.0:
+                bucket[2] += 1
+                return False
+            bucket[0] -= 1.0
+            suppressed, bucket[2] = bucket[2], 0
+        if suppressed:
+            event = {**event, "suppressed": suppressed}
+        self.logger.log(level, "mm-handoff event %s", json.dumps(event, sort_keys=True, default=str),
+                        extra={"mm_handoff_event": event})
+        return True
+
+
+def _plain(value: Any) -> Any:
+    """A JSON value as the errors print it: a small number or bool as itself, anything else printed (bounded)."""
+    if value is None or isinstance(value, bool) or (isinstance(value, int) and abs(value) < 2 ** 53):
+        return value
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else printed(value)
+    return printed(value)
+
+
+def _request(request_id: Any) -> Any:
+    if isinstance(request_id, str) and len(request_id) <= _MAX_ID_CHARS:
+        return request_id
+    return _plain(request_id)
+
+
+# ------------------------------------------------------------------------------------ the observers
+class Signals:
+    """The observers of every check point: the in-process figures, Prometheus when on, the events."""
+
+    def __init__(self, *, events: EventLog | None = None) -> None:
+        self._lock = threading.Lock()
+        self.events = events or EventLog()
+        self.families = _Families()
+        self._checks: dict[tuple, int] = {}
+        self._refusals: dict[tuple, int] = {}
+        self._seconds: dict[tuple, list] = {}
+        #: None: not decided yet (at the first outcome); False: off; else the metrics
+        self._prometheus: Any = None
+        #: the setting read at install (None: not read yet; read at the first outcome then)
+        self._wanted: bool | None = None
+
+    def configure(self, environ=None) -> bool:
+        """Read ``MM_HANDOFF_METRICS`` strictly (install calls this: a bad value fails it, closed); whether the
+        Prometheus side will be on. Importing prometheus_client waits for the first outcome."""
+        setting = metrics_setting(environ)
+        importable = prometheus_importable()
+        if setting and not importable:
+            raise HandoffError(_env.METRICS, "prometheus_client importable (pip install 'mm-handoff[metrics]')",
+                               "not installed", hint="unset it, or set it to 0, to run without Prometheus")
+        with self._lock:
+            self._wanted = importable if setting is None else setting
+            if not self._wanted:
+                self._prometheus = False
+        return self._wanted
+
+    def _start_prometheus(self):
+        """The Prometheus side, decided at the first outcome (see the module doc)."""
+        with self._lock:
+            if self._prometheus is not None:
+                return self._prometheus
+            wanted = self._wanted
+            if wanted is None:  # not installed through an instrumentor: the setting as it reads, never raising
+                try:
+                    wanted = prometheus_importable() if metrics_setting() is None else metrics_setting()
+                except HandoffError as exc:
+                    log.error("mm-handoff: %s; Prometheus metrics off", exc)
+                    wanted = False
+            try:
+                self._prometheus = _Prometheus() if wanted else False
+            except Exception as exc:  # an incompatible prometheus_client: the figures stay in process
+                log.error("mm-handoff: Prometheus metrics off (%s: %s)", type(exc).__name__, exc)
+                self._prometheus = False
+            return self._prometheus
+
+    def record(self, engine: str, check_point: str, family: Any, outcome: str | None, seconds: float,
+               error: BaseException | None = None) -> None:
+        """One hook call: its host time, and its outcome when it decided on a request (None: it did not)."""
+        family_label = self.families.label(family) if outcome is not None else OTHER
+        error_name = error_label(error) if outcome == "refused" else None
+        with self._lock:
+            timed = self._seconds.get((engine, check_point))
+            if timed is None:
+                timed = self._seconds[(engine, check_point)] = [0, 0.0]
+            timed[0] += 1
+            timed[1] += seconds
+            if outcome is not None:
+                checked = (engine, family_label, check_point, outcome)
+                self._checks[checked] = self._checks.get(checked, 0) + 1
+            if error_name is not None:
+                refused = (engine, check_point, error_name)
+                self._refusals[refused] = self._refusals.get(refused, 0) + 1
+        prom = self._prometheus
+        if prom is None:
+            prom = self._start_prometheus()
+        if prom:
+            prom.child(prom.seconds, (engine, check_point)).observe(seconds)
+            if outcome is not None:
+                prom.child(prom.checks, (engine, family_label, check_point, outcome)).inc()
+            if error_name is not None:
+                prom.child(prom.refusals, (engine, check_point, error_name)).inc()
+
+    def event(self, *, engine: str, check_point: str, hook: str, policy: str, family: Any, outcome: str,
+              error: HandoffError, request_id: Any) -> bool:
+        """The event of a refusal, rebuild, fallback or shipped grids (rate-limited); whether it was written."""
+        return self.events.emit({
+            "event": "mm_handoff.check", "engine": engine, "check_point": check_point, "hook": hook,
+            "policy": policy, "family": self.families.label(family), "outcome": outcome,
+            "request_id": _request(request_id if request_id is not None else error.request_id),
+            "error": error_label(error), "field": printed(error.field), "expected": _plain(error.expected),
+            "actual": _plain(error.actual)})
+
+    def snapshot(self) -> dict:
+        """The figures so far, by the metrics' labels (see :func:`stats`)."""
+        with self._lock:
+            checks = dict(self._checks)
+            refusals = dict(self._refusals)
+            seconds = {k: tuple(v) for k, v in self._seconds.items()}
+        return {
+            "checks": [dict(zip(("engine", "family", "check_point", "outcome"), k, strict=True), count=n)
+                       for k, n in sorted(checks.items())],
+            "refusals": [dict(zip(("engine", "check_point", "error"), k, strict=True), count=n)
+                         for k, n in sorted(refusals.items())],
+            "hook_seconds": [dict(zip(("engine", "check_point"), k, strict=True), count=v[0], sum=v[1])
+                             for k, v in sorted(seconds.items())],
+            "prometheus": bool(self._prometheus),
+        }
+
+    def reset(self) -> None:
+        """Forget the in-process figures and the events' buckets (for tests and benchmarks; Prometheus keeps its
+        own figures)."""
+        with self._lock:
+            self._checks.clear()
+            self._refusals.clear()
+            self._seconds.clear()
+        self.events.reset()
+
+
+#: the observers of this process
+SIGNALS = Signals()
+
+
+def stats() -> dict:
+    """mm-handoff's figures in this process, by the labels of its metrics (docs/metrics.md), whether or not
+    prometheus_client is installed: ``{"checks": [{engine, family, check_point, outcome, count}, ...],
+    "refusals": [{engine, check_point, error, count}, ...], "hook_seconds": [{engine, check_point, count,
+    sum}, ...], "prometheus": whether the Prometheus side is on}``. Imports no engine and no prometheus_client."""
+    return SIGNALS.snapshot()
