@@ -305,8 +305,7 @@ def _check_mrope_values(layout: HandoffLayout, adapter, side: SideFacts) -> None
                                 ("mrope_position_ids", _values_of(side.mrope_position_ids, rid))) if v is not None]
     if not held:
         return
-    own, _ = adapter.mrope_positions(layout.token_ids, image_grid_thw=_grids_of(layout, IMAGE),
-                                     video_grid_thw=_grids_of(layout, VIDEO), limits=side.limits, request_id=rid)
+    own, _ = adapter.layout_mrope_positions(layout, limits=side.limits, request_id=rid)
     for field, values in held:
         if not np.array_equal(own, values):
             bad = np.argwhere(np.asarray(own) != values)[0] if own.shape == values.shape else None

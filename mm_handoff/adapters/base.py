@@ -30,8 +30,8 @@ from ..reading import Limits, resolve_limits
 #: the methods an engine or a user calls on an adapter once per request: each raises only HandoffError (an
 #: untyped failure of any adapter, this package's or a third party's, becomes an AdapterError naming it)
 ENTRY_METHODS = ("derive_layout", "rebuild_token_ids", "stock_token_ids", "rebuild_layout", "mrope_positions",
-                 "mrope_delta", "layout_mrope_delta", "check_prompt", "video_timestamps", "check_video_metadata",
-                 "settle_first_timestamp")
+                 "mrope_delta", "layout_mrope_delta", "layout_mrope_positions", "check_prompt", "video_timestamps",
+                 "check_video_metadata", "settle_first_timestamp")
 
 _ENTRY_SET = frozenset(ENTRY_METHODS)
 
@@ -229,6 +229,14 @@ class Adapter(metaclass=_TypedClass):
         grids = {m: [i.grid_thw for i in layout.items if i.modality == m] for m in ("image", "video")}
         return self.mrope_delta(layout.token_ids, image_grid_thw=grids["image"], video_grid_thw=grids["video"],
                                 limits=limits, request_id=request_id)
+
+    def layout_mrope_positions(self, layout: HandoffLayout, *, limits=None, request_id=None) -> tuple:
+        """:meth:`mrope_positions` of a checked layout's ids and grids, ``(positions, delta)`` (what an engine
+        that receives no mRoPE ids is handed); families override it with a computation planned from the
+        runs."""
+        grids = {m: [i.grid_thw for i in layout.items if i.modality == m] or None for m in ("image", "video")}
+        return self.mrope_positions(layout.token_ids, image_grid_thw=grids["image"], video_grid_thw=grids["video"],
+                                    limits=limits, request_id=request_id)
 
     def check_prompt(self, layout: HandoffLayout, prompt_token_ids, *, request_id=None) -> None:
         """Raise unless the un-expanded ``prompt_token_ids``, re-expanded with ``layout``'s items, is

@@ -22,7 +22,7 @@ from .._cache import ByteBoundedCache
 from ..errors import GridMismatchError, HandoffError, SkewError
 from ..layout import HandoffLayout
 from ..layout.contract import derive_layout
-from ..layout.mrope import layout_delta, mrope_delta, mrope_positions
+from ..layout.mrope import layout_delta, layout_positions, mrope_delta, mrope_positions
 from ..layout.spec import (
     CONVENTIONS,
     PAD_ONLY,
@@ -213,6 +213,9 @@ class QwenLayoutAdapter(Adapter):
 
     def layout_mrope_delta(self, layout: HandoffLayout, *, limits=None, request_id=None) -> int:
         return layout_delta(layout, limits=limits, request_id=request_id)
+
+    def layout_mrope_positions(self, layout: HandoffLayout, *, limits=None, request_id=None) -> tuple:
+        return layout_positions(layout, limits=limits, request_id=request_id)
 
     def mrope_delta(self, token_ids, *, image_grid_thw=None, video_grid_thw=None, limits=None,
                     request_id=None) -> int:

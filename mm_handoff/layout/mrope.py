@@ -154,13 +154,73 @@ def mrope_delta(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_grid_t
     return _peak(*plan) + 1 - n if n else 0
 
 
+#: up to this many pad runs a layout's positions are planned run by run in Python (a few operations per
+#: run beat numpy's per-call overhead); above it, in vectorised passes
+_FEW_RUNS = 64
+
+
+def _layout_plan(layout) -> list | None:
+    """The pad segments ``get_rope_index`` walks, read from a checked layout's runs and grids, each
+    ``(offset, length, (t, h, w) merged, base)`` where ``base`` is the position value at ``offset``
+    (text before it runs on from the previous segment); with the shift after the last one. None where
+    the runs do not tell the segments alone (two runs of one modality that touch are one segment to
+    ``get_rope_index``) or where they do not follow the grids (a video's runs are not its groups, a run
+    is not its grid's size): then the ids decide, and name what is wrong."""
+    m = layout.spec.merge_size
+    plan = []
+    shift, prev_end, prev_video = 0, -1, None
+    for item in layout.items:
+        t, h, w = item.grid_thw
+        video = item.modality == VIDEO
+        offsets, lengths = item.run_offsets.tolist(), item.run_lengths.tolist()
+        if video and len(offsets) != t:
+            return None
+        gt, lh, lw = (1 if video else t), h // m, w // m
+        size, adv, top = gt * lh * lw, max(h, w) // m, max(gt, lh, lw) - 1
+        for o, n in zip(offsets, lengths, strict=True):
+            if n != size or (o == prev_end and video == prev_video):
+                return None
+            plan.append((o, n, (gt, lh, lw), o + shift, top))
+            shift += adv - n
+            prev_end, prev_video = o + n, video
+    plan.append(shift)
+    return plan
+
+
+def _plan_peak(plan: list, n: int) -> int:
+    """The largest position of a layout's plan: a run's base + its largest in-run offset, or the last text
+    token's."""
+    *runs, shift = plan
+    peak = max(base + top for _, _, _, base, top in runs)
+    last_o, last_n = runs[-1][0], runs[-1][1]
+    return max(peak, n - 1 + shift) if last_o + last_n < n else peak
+
+
+def _grids_by_modality(items) -> dict:
+    return {"image": [i.grid_thw for i in items if i.modality != VIDEO],
+            "video": [i.grid_thw for i in items if i.modality == VIDEO]}
+
+
 def layout_delta(layout, *, limits=None, request_id=None) -> int:
     """:func:`mrope_delta` of a layout from its runs and grids alone, O(runs) instead of a pass over
     the ids: a checked layout's runs are exactly the pad segments ``get_rope_index`` walks, unless two
     runs of one modality touch (then they would be one segment, and the ids decide, as above)."""
-    items, n, m = layout.items, layout.prompt_len, layout.spec.merge_size
+    items, n = layout.items, layout.prompt_len
     if not items:
         return 0
+    if len(layout.run_positions) <= _FEW_RUNS:
+        plan = _layout_plan(layout)
+        if plan is not None:
+            return _plan_peak(plan, n) + 1 - n
+        grids = _grids_by_modality(items)
+        return mrope_delta(layout.token_ids, layout.spec, limits=limits, request_id=request_id,
+                           image_grid_thw=grids["image"], video_grid_thw=grids["video"])
+    return _many_runs_delta(layout, limits, request_id)
+
+
+def _many_runs_delta(layout, limits, request_id) -> int:
+    """:func:`layout_delta` in vectorised passes over the runs (many of them)."""
+    items, n, m = layout.items, layout.prompt_len, layout.spec.merge_size
     off = np.concatenate([i.run_offsets for i in items])
     ln = np.concatenate([i.run_lengths for i in items])
     counts = [i.run_offsets.shape[0] for i in items]
@@ -169,9 +229,9 @@ def layout_delta(layout, *, limits=None, request_id=None) -> int:
     kind = np.repeat(np.fromiter((i.modality == VIDEO for i in items), dtype=bool, count=len(items)), counts)
     ends = off + ln
     if bool(((ends[:-1] == off[1:]) & (kind[:-1] == kind[1:])).any()):
+        by = _grids_by_modality(items)
         return mrope_delta(layout.token_ids, layout.spec, limits=limits, request_id=request_id,
-                           image_grid_thw=[i.grid_thw for i in items if i.modality != VIDEO],
-                           video_grid_thw=[i.grid_thw for i in items if i.modality == VIDEO])
+                           image_grid_thw=by["image"], video_grid_thw=by["video"])
     gt, lh, lw = grids[:, 0], grids[:, 1] // m, grids[:, 2] // m
     step = np.maximum(grids[:, 1], grids[:, 2]) // m - ln  # what each run adds to the positions after it
     base = off + np.concatenate(([0], np.cumsum(step)[:-1]))
@@ -180,3 +240,30 @@ def layout_delta(layout, *, limits=None, request_id=None) -> int:
         peak = max(peak, n - 1 + int(step.sum()))
     return peak + 1 - n
 
+
+def _text(out: np.ndarray, a: int, b: int, base: int) -> None:
+    """``out[:, a:b]`` = the text positions ``base .. base + b - a - 1`` on all three rows."""
+    if b > a:
+        out[:, a:b] = _RAMP[base:base + b - a] if base + b - a <= _RAMP_MAX else np.arange(base, base + b - a)
+
+
+@typed_failures("layout", GridMismatchError)
+def layout_positions(layout, *, limits=None, request_id=None) -> tuple:
+    """:func:`mrope_positions` of a checked layout, ``(positions, delta)``, bitwise the same: planned from
+    its runs and grids (no pass over the ids to find the pad segments, no grid re-reading), each
+    segment written once into the ``(3, L)`` array. A layout of many runs, or one whose runs do not
+    tell the segments alone (see :func:`_layout_plan`), takes the ids path."""
+    items, n = layout.items, layout.prompt_len
+    plan = _layout_plan(layout) if len(layout.run_positions) <= _FEW_RUNS else None
+    if plan is None or not items:
+        grids = _grids_by_modality(items)
+        return mrope_positions(layout.token_ids, layout.spec, image_grid_thw=grids["image"] or None,
+                               video_grid_thw=grids["video"] or None, limits=limits, request_id=request_id)
+    pos = np.empty((3, n), dtype=np.int64)
+    at = 0
+    for o, k, shape, base, _ in plan[:-1]:
+        _text(pos, at, o, base - (o - at))
+        np.add(_pattern(*shape), base, out=pos[:, o:o + k])
+        at = o + k
+    _text(pos, at, n, at + plan[-1])
+    return read_only(pos), _plan_peak(plan, n) + 1 - n

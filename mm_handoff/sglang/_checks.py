@@ -36,7 +36,7 @@ from ..adapters.timestamps import format_timestamp
 from ..checks import accept_layout, check_own_request
 from ..errors import EmbeddingCountError, GridMismatchError, HandoffError, MropeLengthError, typed_failures
 from ..layout import HandoffLayout
-from ..layout.items import IMAGE, VIDEO
+from ..layout.items import VIDEO
 from ..layout.spec import normalize_grids
 from ..layout.tokens import check_token_ids, readonly_ids
 from ..reading import plain_sequence, resolve_limits, sequence_len, shape_of, strict_int
@@ -111,10 +111,8 @@ class EngineInputs:
 def engine_inputs(layout: HandoffLayout, adapter, *, limits=None, request_id=None) -> EngineInputs:
     """The layout's ids, pad runs (SGLang's item offsets) and mRoPE ids, computed by this side's adapter
     (with the bounds the layout was accepted under, ``limits``)."""
-    images = [list(i.grid_thw) for i in layout.items if i.modality == IMAGE] or None
-    videos = [list(i.grid_thw) for i in layout.items if i.modality == VIDEO] or None
-    positions, delta = typed_adapter(adapter, request_id=request_id).mrope_positions(
-        layout.token_ids, image_grid_thw=images, video_grid_thw=videos, limits=limits, request_id=request_id)
+    positions, delta = typed_adapter(adapter, request_id=request_id).layout_mrope_positions(
+        layout, limits=limits, request_id=request_id)
     runs = [(m, (s, e - 1)) for m, s, e in _layout_runs(layout)]
     return EngineInputs(layout.token_id_list(), runs, np.asarray(positions), int(delta))
 

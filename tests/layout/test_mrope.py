@@ -3,11 +3,13 @@
 import numpy as np
 import pytest
 from handoff_strategies import layouts
-from hypothesis import given
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from mm_handoff import HandoffLayout, MultimodalItem, get_adapter
-from mm_handoff.errors import GridMismatchError
-from mm_handoff.layout.mrope import layout_delta
+from mm_handoff.errors import GridMismatchError, LayoutError
+from mm_handoff.layout.mrope import layout_delta, layout_positions, mrope_positions
+from mm_handoff.layout.spec import TokenSpec
 
 
 def test_text_only_is_arange():
@@ -42,8 +44,11 @@ def test_single_run_for_multi_group_video_raises_like_hf():
 
 @given(layouts(mrope=True))
 def test_the_delta_from_the_runs_equals_the_delta_from_the_ids(layout):
-    """What the accept step compares a carried delta with (O(runs)) is mrope_positions' own delta."""
+    """What the accept step compares a carried delta with (O(runs)) is mrope_positions' own delta; and what
+    the adapter computes from the layout (its plan of the runs) is what derive_layout computed from the ids."""
     assert layout_delta(layout) == layout.mrope_position_delta
+    positions, delta = get_adapter(layout.family).layout_mrope_positions(layout)
+    assert np.array_equal(positions, layout.mrope_position_ids) and delta == layout.mrope_position_delta
 
 
 def test_touching_image_runs_fall_back_to_the_ids():
@@ -55,3 +60,103 @@ def test_touching_image_runs_fall_back_to_the_ids():
     layout = HandoffLayout(ids, runs, s, family="qwen3_vl", convention="pad_only")
     with pytest.raises(GridMismatchError):
         layout_delta(layout)
+
+
+# ------------------------------------------------------------------ the plan from a layout's runs
+_SPEC = TokenSpec(image_pad=5, video_pad=6, vision_start=3, vision_end=4)
+
+
+@st.composite
+def _run_layouts(draw):
+    """Layouts built run by run: images of any grid (t > 1 too), videos of one or several groups (a group
+    of another size than its grid's, or one run for several groups: the stock shape), runs of one
+    modality that touch or not, text before, between and after."""
+    ids, items = draw(st.lists(st.integers(7, 9), max_size=3)), []
+    for _ in range(draw(st.integers(0, 4))):
+        h, w = 2 * draw(st.integers(1, 3)), 2 * draw(st.integers(1, 3))
+        touch = items and draw(st.booleans()) and ids[-1] in (_SPEC.image_pad, _SPEC.video_pad)
+        if draw(st.booleans()):  # an image, touching the previous image's run or in its markers
+            t = draw(st.sampled_from([1, 1, 2]))
+            if touch and ids[-1] != _SPEC.image_pad:
+                continue
+            if not touch:
+                ids += [_SPEC.vision_start]
+            start, n = len(ids), t * h * w // 4
+            ids += [_SPEC.image_pad] * n
+            items.append(MultimodalItem("image", [(start, n)], n, (t, h, w)))
+        else:
+            t, stock = draw(st.integers(1, 3)), draw(st.booleans())
+            groups = 1 if stock else t
+            sizes = [t * h * w // 4] if stock else [h * w // 4] * t
+            if not stock and t > 1 and draw(st.booleans()):  # one group of another size (the rows still add up)
+                sizes[0] += 1
+                sizes[-1] -= 1
+                if sizes[-1] < 1:
+                    continue
+            runs = []
+            for g in range(groups):
+                if g:
+                    ids += [_SPEC.vision_end, 9, _SPEC.vision_start]  # text between groups, in markers
+                elif not (touch and ids[-1] == _SPEC.video_pad and groups == 1):
+                    ids += [_SPEC.vision_start]
+                runs.append((len(ids), sizes[g]))
+                ids += [_SPEC.video_pad] * sizes[g]
+            if groups > 1 or not ids or ids[-1] != _SPEC.video_pad or draw(st.booleans()):
+                ids += [_SPEC.vision_end]
+            items.append(MultimodalItem("video", runs, sum(sizes), (t, h, w)))
+        if draw(st.booleans()):
+            ids += [_SPEC.vision_end] if ids[-1] in (_SPEC.image_pad, _SPEC.video_pad) else []
+            ids += draw(st.lists(st.integers(7, 9), max_size=3))
+    if not ids:
+        ids = [7]
+    try:
+        return HandoffLayout(ids, items, _SPEC, family="qwen3_vl", convention="pad_only")
+    except LayoutError:
+        assume(False)
+
+
+def _by_ids(layout):
+    """The ids path's answer (positions, delta) or the error type it raises."""
+    grids = {m: [i.grid_thw for i in layout.items if i.modality == m] or None for m in ("image", "video")}
+    try:
+        return mrope_positions(layout.token_ids, layout.spec, image_grid_thw=grids["image"],
+                               video_grid_thw=grids["video"])
+    except GridMismatchError as exc:
+        return type(exc)
+
+
+@settings(max_examples=400)
+@given(_run_layouts())
+def test_positions_planned_from_the_runs_equal_the_ids_path(layout):
+    """The layout's plan (runs and grids, no pass over the ids) gives get_rope_index's positions and delta
+    bitwise, or the same refusal, on every shape: touching runs, a group of another size, the stock run."""
+    want = _by_ids(layout)
+    try:
+        got = layout_positions(layout)
+    except GridMismatchError as exc:
+        assert want is type(exc)
+        return
+    assert not isinstance(want, type), want
+    assert got[0].dtype == np.int64 and not got[0].flags.writeable
+    assert np.array_equal(got[0], want[0]) and got[1] == want[1]
+    assert layout_delta(layout) == want[1]
+
+
+def test_many_runs_take_the_vectorised_paths():
+    """Above the few-runs bound (a long video), positions and delta come from the ids path and the
+    vectorised delta, equal to the plan's on the same layout."""
+    a = get_adapter("qwen3_vl")
+    s = a.spec
+    ids = [7]
+    runs = []
+    for _ in range(80):  # 80 groups of 2 pads, each wrapped, a text token between
+        ids += [s.vision_start]
+        runs.append((len(ids), 2))
+        ids += [s.video_pad] * 2 + [s.vision_end, 8]
+    video = MultimodalItem("video", runs, 160, (80, 2, 4))
+    spec = TokenSpec(image_pad=s.image_pad, video_pad=s.video_pad, vision_start=s.vision_start,
+                     vision_end=s.vision_end)
+    layout = HandoffLayout(ids, (video,), spec, family="qwen3_vl", convention="pad_only")
+    want = mrope_positions(layout.token_ids, spec, video_grid_thw=[(80, 2, 4)])
+    got = layout_positions(layout)
+    assert np.array_equal(got[0], want[0]) and got[1] == want[1] == layout_delta(layout)
