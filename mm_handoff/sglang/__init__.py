@@ -24,6 +24,7 @@ from ._checks import (
 )
 from ._hooks import engine_adapter, output_from_layout
 from ._lifecycle import install, is_installed, status, uninstall
+from .launch import EXIT_NOT_INSTALLED, install_or_exit, run_scheduler_process
 
 __all__ = [
     "epd_inputs",
@@ -43,6 +44,9 @@ __all__ = [
     "uninstall",
     "is_installed",
     "status",
+    "install_or_exit",
+    "run_scheduler_process",
+    "EXIT_NOT_INSTALLED",
     "engine_adapter",
     "STAMPING_MODEL_TYPES",
     "SGLANG_CONVENTION",
