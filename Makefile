@@ -125,7 +125,7 @@ SGLANG_STAMP := $(SGLANG_VENV)/.mm-handoff-sglang-installed
 SGLANG_PIN   ?= sglang==0.5.23
 SGLANG_DEPS  := "transformers==5.19.0" orjson psutil pybase64 requests starlette msgspec pyzmq IPython aiohttp dill \
   "apache-tvm-ffi==0.1.11" "sentencepiece==0.2.1" "compressed-tensors==0.18.0" gguf openai partial-json-parser \
-  einops uvicorn fastapi \
+  einops uvicorn fastapi "prometheus-client==0.26.0" \
   uvloop setproctitle python-multipart jsonschema "xgrammar==0.2.9" soundfile
 
 $(SGLANG_STAMP): pyproject.toml

@@ -24,6 +24,7 @@ from .errors import (
     WireFormatError,
 )
 from .glue.policy import Policy
+from .glue.signals import stats
 from .layout import PAD_ONLY, REPLACE_WRAPPER, HandoffLayout, MultimodalItem, PlaceholderRun, TokenSpec
 from .reading import Limits
 
@@ -44,6 +45,7 @@ __all__ = [
     "check_skew",
     "Policy",
     "Limits",
+    "stats",
     "HandoffError",
     "LayoutError",
     "MropeLengthError",

@@ -91,8 +91,9 @@ def test_long_functions_say_why():
 
 def test_import_needs_no_engine():
     """``import mm_handoff`` loads neither an engine nor transformers/torch."""
-    code = ("import sys, mm_handoff, mm_handoff.adapters; mm_handoff.get_adapter('qwen3_vl'); "
-            "print(sorted(m for m in ('torch', 'transformers', 'tensorrt_llm', 'vllm') if m in sys.modules))")
+    code = ("import sys, mm_handoff, mm_handoff.adapters; mm_handoff.get_adapter('qwen3_vl'); mm_handoff.stats(); "
+            "print(sorted(m for m in ('torch', 'transformers', 'tensorrt_llm', 'vllm', 'prometheus_client') "
+            "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
 
@@ -110,7 +111,7 @@ def test_public_names_do_not_shadow_modules():
         spec = importlib.util.find_spec(f"mm_handoff.{name}") if name.islower() else None
         assert spec is None, f"mm_handoff.{name} is both a public name and a submodule"
         assert value is not None
-    assert len(mm_handoff.__all__) <= 25 and "AdapterError" in mm_handoff.__all__
+    assert len(mm_handoff.__all__) <= 26 and "AdapterError" in mm_handoff.__all__
 
 
 def test_every_environment_variable_is_named_in_env():
