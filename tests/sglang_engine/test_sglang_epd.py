@@ -89,10 +89,12 @@ def test_policy_rebuild_answers_with_the_layout_and_fallback_warns(sglang_proces
         proc.get_validated_mm_data(epd.prompt, epd.sglang_embeddings(), **no_timestamps(epd))
     glue.uninstall()
     glue.install(policy="fallback")
-    with caplog.at_level(logging.WARNING, logger="mm_handoff.sglang"):
+    with caplog.at_level(logging.WARNING, logger="mm_handoff"):
         kept = proc.get_validated_mm_data(epd.prompt, epd.sglang_embeddings(), **no_timestamps(epd))
     assert len(kept.input_ids) < epd.layout.prompt_len
-    assert any("video_timestamps" in r.getMessage() and "policy=fallback" in r.getMessage() for r in caplog.records)
+    events = [r.mm_handoff_event for r in caplog.records if hasattr(r, "mm_handoff_event")]
+    assert any(e["field"] == "video_timestamps" and e["policy"] == "fallback" and e["outcome"] == "fallback"
+               and e["engine"] == "sglang" and e["check_point"] == "admission" for e in events)
 
 
 @pytest.mark.parametrize("policy", ["raise", "rebuild", "fallback"])
