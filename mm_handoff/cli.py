@@ -248,13 +248,41 @@ def cmd_bench(args) -> int:
     return module.run_bench(args)
 
 
-def cmd_doctor(args) -> int:
-    """The report, then the first bad ``MM_HANDOFF_*`` setting as the one error line (exit 2): with it, every
-    process that asked for the fix would stop at start, whatever the report says of the engine."""
-    from .trtllm._startup import setting_problems
-    from .trtllm.doctor import run_doctor
+#: each engine's import name and the module of its report (``run_doctor(args, out=...)``: 0 ready, 1 not)
+DOCTORS = (("tensorrt_llm", "mm_handoff.trtllm.doctor"), ("vllm", "mm_handoff.vllm.doctor"),
+           ("sglang", "mm_handoff.sglang.doctor"))
 
-    code = run_doctor(args)
+
+def engine_installed(name: str) -> bool:
+    """Whether ``name`` is installed (found on the path, not a namespace left by something else), without
+    importing it: an engine that is installed but does not import is reported by its doctor, and fails it."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return False
+    return spec is not None and spec.origin is not None
+
+
+def cmd_doctor(args) -> int:
+    """A report per installed engine (one line for an engine that is not installed), then the first bad
+    ``MM_HANDOFF_*`` setting as the one error line (exit 2): with it, every process that asked for the fix would
+    stop at start, whatever the reports say. Exit 0 when every installed engine is ready, 1 otherwise."""
+    import importlib
+
+    from ._version import __version__
+    from .trtllm._startup import setting_problems
+
+    print(f"mm_handoff    {__version__}")
+    code = 0
+    for engine, module in DOCTORS:
+        print()
+        if not engine_installed(engine):
+            print(f"{engine}: not installed (skipped)")
+            continue
+        print(f"{engine}:")
+        code = max(code, importlib.import_module(module).run_doctor(args, out=sys.stdout))
     problems = setting_problems()
     if problems:
         raise problems[0] if isinstance(problems[0], HandoffError) else UsageError(str(problems[0]))
@@ -334,7 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--out", required=True, metavar="DIR")
     co.set_defaults(func=cmd_corpus)
 
-    dr = sub.add_parser("doctor", help="TensorRT-LLM: versions, hook points, patch status")
+    dr = sub.add_parser("doctor", help="each installed engine: version, hook points, patch status")
     dr.set_defaults(func=cmd_doctor)
 
     r = sub.add_parser("run", help="run CMD with mm-handoff installed in every Python process it starts")

@@ -112,6 +112,47 @@ def test_bad_input_is_one_line_and_exit_2(files, args, needle):
     assert needle in r.stderr and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+
+def doctor_sections(out: str) -> dict:
+    """The doctor's report per engine: the line that names it, and the lines under it."""
+    sections: dict = {}
+    current = None
+    for line in out.splitlines():
+        head = line.split(":")[0]
+        if head in ("tensorrt_llm", "vllm", "sglang"):
+            current = head
+            sections[current] = [line]
+        elif current and line:
+            sections[current].append(line)
+    return sections
+
+
+def test_doctor_without_an_engine_reports_each_as_not_installed_and_exits_zero():
+    """The project's venv has no engine: one line each, and nothing installed is nothing failing (was: the
+    TensorRT-LLM report alone, 'not importable', exit 1)."""
+    r = cli("doctor")
+    sections = doctor_sections(r.stdout)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sections == {name: [f"{name}: not installed (skipped)"] for name in ("tensorrt_llm", "vllm", "sglang")}
+
+
+def test_doctor_fails_for_an_installed_engine_that_is_not_ready(tmp_path):
+    """An SGLang outside the range, without the hook points' modules: its report says so, exit 1; the engines
+    that are not installed stay one line each."""
+    (tmp_path / "sglang").mkdir()
+    (tmp_path / "sglang" / "__init__.py").write_text("__version__ = '0.6.0'\n")
+    env = dict(os.environ, PYTHONWARNINGS="ignore",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    r = subprocess.run([sys.executable, "-m", "mm_handoff", "doctor"], capture_output=True, text=True, timeout=300,
+                       env=env)
+    sections = doctor_sections(r.stdout)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert sections["vllm"] == ["vllm: not installed (skipped)"]
+    sglang = "\n".join(sections["sglang"])
+    assert "sglang        0.6.0  (supported: sglang >= 0.5.23, < 0.5.24  -> OUT OF RANGE)" in sglang
+    assert "[ missing] sglang.srt.multimodal.processors.qwen_vl:QwenVLImageProcessor.get_validated_mm_data" in sglang
+    assert sections["sglang"][-1] == "not ready: see above"
+
 def test_selfcheck():
     r = cli("selfcheck")
     assert r.returncode == 0 and "+160" in r.stdout and "caught" in r.stdout

@@ -24,6 +24,7 @@ from ._checks import (
 )
 from ._hooks import engine_adapter, output_from_layout
 from ._lifecycle import install, is_installed, status, uninstall
+from .doctor import doctor_report
 from .launch import EXIT_NOT_INSTALLED, install_or_exit, run_scheduler_process
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "uninstall",
     "is_installed",
     "status",
+    "doctor_report",
     "install_or_exit",
     "run_scheduler_process",
     "EXIT_NOT_INSTALLED",

@@ -79,7 +79,6 @@ def run_doctor(args=None, *, out=None) -> int:
     def line(text=""):
         print(text, file=out)
 
-    line(f"mm_handoff    {report['mm_handoff']}")
     line(_engine_line(report))
     line(f"transformers  {report['transformers'] or 'not installed'}")
     line(f"installed     {report['installed']}  (policy={report['policy']})")

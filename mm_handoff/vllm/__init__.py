@@ -13,6 +13,7 @@ from ._carrier import EmbedsRequest, embeds_request, item_embeddings
 from ._checks import check_expansion, check_output, check_raw_prompt
 from ._hooks import engine_adapter, vllm_convention
 from ._lifecycle import install, is_installed, status, uninstall
+from .doctor import doctor_report
 
 __all__ = [
     "embeds_request",
@@ -26,6 +27,7 @@ __all__ = [
     "uninstall",
     "is_installed",
     "status",
+    "doctor_report",
     "engine_adapter",
     "vllm_convention",
     "LAYOUT_KWARG",
