@@ -87,3 +87,13 @@ def test_the_readme_shows_the_engine_free_example_as_it_is():
     source = (root / "examples" / "engine_free.py").read_text()
     body = source.split('"""', 2)[2].lstrip("\n")
     assert block == body
+
+
+def test_the_readme_shows_the_sglang_launcher_as_it_is():
+    """The README's SGLang block is examples/sglang_language_only.py after its docstring, verbatim (the file runs
+    as pasted in ``.venv-sglang``: tests/sglang_engine/test_launcher.py)."""
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text()
+    block = readme.split("## With SGLang", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    source = (root / "examples" / "sglang_language_only.py").read_text()
+    assert block == source.split('"""', 2)[2].lstrip("\n")
