@@ -32,6 +32,7 @@ import functools
 import hashlib
 import itertools
 import json
+import struct
 import zlib
 from typing import Any
 
@@ -383,6 +384,23 @@ def _split_arrays(arrays: np.ndarray, n: int, sizes: tuple, rid) -> tuple:
     >= 0). The runs, timestamps and spans are the items' and the layout's to check."""
     n_rle, n_runs, n_ts = sizes
     values, counts = arrays[:n_rle], arrays[n_rle:2 * n_rle]
+    if n_rle <= FEW_VALUES:  # the same checks on lists: a few values beat numpy's per-call overhead
+        head = arrays[:2 * n_rle].tolist()
+        vals, cnts = head[:n_rle], head[n_rle:]
+        least = min(cnts)
+        if least < 1:
+            raise _fail("arrays.counts", "positive run lengths", least, rid)
+        least = min(vals)
+        if least < 0:
+            raise _fail("arrays.values", f"token ids in [0, {MAX_ID}]", least, rid)
+        total = sum(cnts)
+        if total != n:
+            raise _fail("arrays.counts", f"run lengths summing to length {n}", total, rid)
+        k = next((k for k in range(n_rle - 1) if vals[k] == vals[k + 1]), None)
+        if k is not None:
+            raise _fail("arrays.values", "a run-length form whose neighbouring values differ",
+                        f"value {vals[k]} repeated at runs {k} and {k + 1}", rid)
+        return _columns(arrays, sizes, values, counts)
     if int(counts.min()) < 1:
         raise _fail("arrays.counts", "positive run lengths", int(counts.min()), rid)
     if int(values.min()) < 0:
@@ -394,9 +412,24 @@ def _split_arrays(arrays: np.ndarray, n: int, sizes: tuple, rid) -> tuple:
         k = int(np.flatnonzero(values[1:] == values[:-1])[0])
         raise _fail("arrays.values", "a run-length form whose neighbouring values differ",
                     f"value {int(values[k])} repeated at runs {k} and {k + 1}", rid)
+    return _columns(arrays, sizes, values, counts)
+
+
+#: up to this many values in the ids' run-length form their checks run on lists
+FEW_VALUES = 64
+
+
+def _columns(arrays: np.ndarray, sizes: tuple, values, counts) -> tuple:
+    """The run and timestamp sections as read-only columns (offsets and seconds and span starts summed)."""
+    n_rle, n_runs, n_ts = sizes
     at = 2 * n_rle
-    offsets = read_only(np.cumsum(arrays[at:at + n_runs], dtype=np.int64))
-    lengths = read_only(arrays[at + n_runs:at + 2 * n_runs].astype(np.int64))
+    if n_runs <= FEW_VALUES:  # summed on a list, packed straight into bytes (read-only, as read_only makes them)
+        runs = arrays[at:at + 2 * n_runs].tolist()
+        offsets = _packed(list(itertools.accumulate(runs[:n_runs])))
+        lengths = _packed(runs[n_runs:])
+    else:
+        offsets = read_only(np.cumsum(arrays[at:at + n_runs], dtype=np.int64))
+        lengths = read_only(arrays[at + n_runs:at + 2 * n_runs].astype(np.int64))
     if not n_ts:
         return values, counts, offsets, lengths, _NO_SECONDS, _NO_SPANS
     at += 2 * n_runs
@@ -405,6 +438,11 @@ def _split_arrays(arrays: np.ndarray, n: int, sizes: tuple, rid) -> tuple:
     np.cumsum(arrays[at + n_ts:at + 2 * n_ts], out=spans[:, 0])
     np.add(spans[:, 0], arrays[at + 2 * n_ts:], out=spans[:, 1])
     return values, counts, offsets, lengths, seconds, read_only(spans)
+
+
+def _packed(values: list) -> np.ndarray:
+    """A list of ints as a read-only int64 array over ``bytes`` (no one can make it writable)."""
+    return np.frombuffer(struct.pack(f"={len(values)}q", *values), dtype=np.int64)
 
 
 _NO_SECONDS = read_only(np.zeros(0))

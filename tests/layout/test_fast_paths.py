@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mm_handoff.errors import LayoutError
-from mm_handoff.layout import invariants
+from mm_handoff.errors import LayoutError, WireFormatError
+from mm_handoff.layout import invariants, wire
 from mm_handoff.layout.spec import TokenSpec
-from mm_handoff.layout.tokens import read_only, run_length_form
+from mm_handoff.layout.tokens import frozen, read_only, run_length_form
 
 SPEC = TokenSpec(image_pad=5, video_pad=6, vision_start=3, vision_end=4)
 
@@ -67,4 +67,48 @@ def test_runs_against_pads_on_lists_equal_the_vectorised_check(case):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(invariants, "FEW_RUNS", -1)  # the vectorised path for every size
         general = _outcome(ids, rle, columns)
+    assert fast == general
+
+
+# ----------------------------------------------------------------------------- the wire's columns
+@st.composite
+def payloads(draw):
+    """Wire payloads whose blob holds any values: negative ids, counts below one, repeated neighbours, a
+    declared length the counts do not sum to, runs and timestamps of any size."""
+    n_rle = draw(st.integers(1, 12))
+    values = draw(st.lists(st.integers(-2, 9), min_size=n_rle, max_size=n_rle))
+    counts = draw(st.lists(st.integers(-1, 5), min_size=n_rle, max_size=n_rle))
+    n_runs = draw(st.integers(0, 6))
+    offsets = sorted(draw(st.lists(st.integers(0, 60), min_size=n_runs, max_size=n_runs)))
+    lengths = draw(st.lists(st.integers(1, 9), min_size=n_runs, max_size=n_runs))
+    stamped = draw(st.booleans()) and n_runs > 0
+    seconds = [0.5 * g for g in range(n_runs)] if stamped else []
+    spans = [(o - 3, o - 1) for o in offsets] if stamped else np.zeros((0, 2), dtype=np.int64)
+    heads = (("video", (n_runs, 2, 2), n_runs, stamped),) if n_runs else ()
+    content = wire.WireContent(family="qwen3_vl", convention="pad_only", tokenizer_digest=None, spec=SPEC,
+                               values=values, counts=counts, heads=heads, offsets=offsets, lengths=lengths,
+                               seconds=seconds, spans=spans, mrope_position_delta=None, checksum="")
+    payload = wire.encode(content, checksum=wire.checksum(content))
+    if draw(st.booleans()):
+        payload["length"] = max(n_rle, payload["length"] + draw(st.integers(-2, 2)))
+    return payload
+
+
+def _decoded(payload):
+    try:
+        c = wire.decode(payload)
+    except WireFormatError as exc:
+        return type(exc), exc.field, exc.expected, exc.actual
+    cols = (c.values, c.counts, c.offsets, c.lengths, c.seconds, c.spans)
+    assert all(frozen(a) for a in cols)
+    return [(a.dtype.str, a.shape, a.tolist()) for a in cols]
+
+
+@settings(max_examples=400)
+@given(payloads())
+def test_the_wire_columns_read_on_lists_equal_the_vectorised_reading(payload):
+    fast = _decoded(payload)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(wire, "FEW_VALUES", -1)  # the vectorised path for every size
+        general = _decoded(payload)
     assert fast == general
