@@ -495,6 +495,7 @@ def accept_layout(carried: Any, adapter, *, embeddings=None, embedding_shapes=No
     family adapter. ``limits``: the bounds the payload is decoded under (:class:`~mm_handoff.reading.Limits`).
     The other arguments are this side's facts (:class:`SideFacts`).
     """
+    limits = resolve_limits(limits)  # read once for every step (the process default names a setting)
     side = SideFacts(embeddings=embeddings, embedding_shapes=embedding_shapes, embedding_rows=embedding_rows,
                      prompt_token_ids=prompt_token_ids, mrope_position_ids=mrope_position_ids,
                      image_grid_thw=image_grid_thw, video_grid_thw=video_grid_thw, video_metadata=video_metadata,

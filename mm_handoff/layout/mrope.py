@@ -167,7 +167,7 @@ def _layout_plan(layout) -> list | None:
     ``get_rope_index``) or where they do not follow the grids (a video's runs are not its groups, a run
     is not its grid's size): then the ids decide, and name what is wrong."""
     m = layout.spec.merge_size
-    plan = []
+    plan: list = []
     shift, prev_end, prev_video = 0, -1, None
     for item in layout.items:
         t, h, w = item.grid_thw
