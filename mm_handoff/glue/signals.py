@@ -11,13 +11,15 @@ rebuild and fallback (the log). One home for all three engines; docs/metrics.md 
 ``error`` the name of a :class:`~mm_handoff.errors.HandoffError` class of :mod:`mm_handoff.errors` (else
 ``"other"``), ``family`` a registered family name (else ``"other"``). They are always kept in process
 (:func:`stats`, exported as ``mm_handoff.stats()``), and also in the engine's own Prometheus registry when
-prometheus_client is importable and ``MM_HANDOFF_METRICS`` does not turn that side off.
+prometheus_client is importable and ``MM_HANDOFF_METRICS`` does not turn that side off (in memory, the registry
+reads the in-process figures when it is scraped; with ``PROMETHEUS_MULTIPROC_DIR``, each outcome is written to
+the metrics' files as it happens: :class:`_Prometheus`).
 
 prometheus_client picks its value store (in memory, or the ``PROMETHEUS_MULTIPROC_DIR`` files) when it is first
 imported, and the engines set that variable during their start-up; so it is imported at the first recorded
-outcome, never at ``import mm_handoff`` or at install. Each metric is created once per process on the default
-``REGISTRY`` and each labelled child is cached (the label sets are closed, so the cache is bounded): the hot
-path is a dict lookup and an increment.
+outcome, never at ``import mm_handoff`` or at install. The metrics are registered once per process on the default
+``REGISTRY`` (registering twice raises) and, in multiprocess mode, each labelled child is cached (the label sets
+are closed, so the cache is bounded): the hot path is a dict lookup and an increment.
 
 **Events.** A refusal, a rebuild, a fallback and a shipped-grids decision each write one line on the
 ``mm_handoff`` logger: ``mm-handoff event {json}``, the same dict in ``extra={"mm_handoff_event": ...}``
@@ -29,6 +31,8 @@ requests cannot flood the log, and the next event that is written says how many 
 
 from __future__ import annotations
 
+import bisect
+import importlib
 import importlib.util
 import json
 import logging
@@ -127,25 +131,98 @@ def error_label(error: BaseException | None) -> str:
 
 
 # ------------------------------------------------------------------------------------ Prometheus
-class _Prometheus:
-    """The three metrics on the default registry of this process, and their labelled children."""
+def _multiprocess(prom) -> bool:
+    """Whether prometheus_client keeps its values in ``PROMETHEUS_MULTIPROC_DIR`` files (decided at its import)."""
+    values = importlib.import_module("prometheus_client.values")
+    return getattr(values, "ValueClass", None) is not getattr(values, "MutexValue", None)
 
-    def __init__(self) -> None:
+
+class _Prometheus:
+    """The three metrics in this process's Prometheus registry.
+
+    In memory (one process: vLLM's single API server), the registry reads the in-process figures when it is
+    scraped (:class:`_Collector`, registered once on the default ``REGISTRY``): a hooked call pays only for the
+    in-process figures and the histogram's bucket. With ``PROMETHEUS_MULTIPROC_DIR`` (SGLang with
+    ``--enable-metrics``, trtllm-serve, vLLM's several API servers) each outcome goes to the metrics' files as it
+    happens (the labelled children are cached), which is what another process's ``MultiProcessCollector`` sums.
+    """
+
+    def __init__(self, signals: Signals) -> None:
         import prometheus_client as prom
 
-        self.checks = _metric(prom.Counter, CHECKS_TOTAL, "Requests an mm-handoff check point decided on",
-                              ("engine", "family", "check_point", "outcome"))
-        self.refusals = _metric(prom.Counter, REFUSALS_TOTAL, "Requests an mm-handoff check point refused",
-                                ("engine", "check_point", "error"))
-        self.seconds = _metric(prom.Histogram, HOOK_SECONDS, "Host time of an mm-handoff hook (engine excluded)",
-                               ("engine", "check_point"), buckets=HOOK_SECONDS_BUCKETS)
+        self.multiprocess = _multiprocess(prom)
         self.children: dict[tuple, Any] = {}
+        if not self.multiprocess:
+            _register(prom.REGISTRY, _Collector(signals))
+            return
+        self.checks = _metric(prom.Counter, CHECKS_TOTAL, _DOCS[CHECKS_TOTAL], ("engine", "family", "check_point",
+                                                                                "outcome"))
+        self.refusals = _metric(prom.Counter, REFUSALS_TOTAL, _DOCS[REFUSALS_TOTAL], ("engine", "check_point", "error"))
+        self.seconds = _metric(prom.Histogram, HOOK_SECONDS, _DOCS[HOOK_SECONDS], ("engine", "check_point"),
+                               buckets=HOOK_SECONDS_BUCKETS)
 
     def child(self, metric, key: tuple):
         found = self.children.get((id(metric),) + key)
         if found is None:
             found = self.children[(id(metric),) + key] = metric.labels(*key)
         return found
+
+    def record(self, engine, check_point, family_label, outcome, seconds, error_name) -> None:
+        """One outcome into the files (multiprocess mode only)."""
+        self.child(self.seconds, (engine, check_point)).observe(seconds)
+        if outcome is not None:
+            self.child(self.checks, (engine, family_label, check_point, outcome)).inc()
+        if error_name is not None:
+            self.child(self.refusals, (engine, check_point, error_name)).inc()
+
+
+_DOCS = {CHECKS_TOTAL: "Requests an mm-handoff check point decided on",
+         REFUSALS_TOTAL: "Requests an mm-handoff check point refused",
+         HOOK_SECONDS: "Host time of an mm-handoff hook (the engine's own call excluded)"}
+
+
+class _Collector:
+    """The in-process figures as the three metrics, read when the registry is scraped."""
+
+    def __init__(self, signals: Signals) -> None:
+        self.signals = signals
+
+    def describe(self) -> list:
+        from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+
+        return [CounterMetricFamily(CHECKS_TOTAL, _DOCS[CHECKS_TOTAL]),
+                CounterMetricFamily(REFUSALS_TOTAL, _DOCS[REFUSALS_TOTAL]),
+                HistogramMetricFamily(HOOK_SECONDS, _DOCS[HOOK_SECONDS])]
+
+    def collect(self) -> list:
+        from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+
+        checks, refusals, seconds, buckets = self.signals.figures()
+        checked = CounterMetricFamily(CHECKS_TOTAL, _DOCS[CHECKS_TOTAL],
+                                      labels=("engine", "family", "check_point", "outcome"))
+        for key, count in sorted(checks.items()):
+            checked.add_metric(key, count)
+        refused = CounterMetricFamily(REFUSALS_TOTAL, _DOCS[REFUSALS_TOTAL], labels=("engine", "check_point", "error"))
+        for key, count in sorted(refusals.items()):
+            refused.add_metric(key, count)
+        timed = HistogramMetricFamily(HOOK_SECONDS, _DOCS[HOOK_SECONDS], labels=("engine", "check_point"))
+        for key, (_, total) in sorted(seconds.items()):
+            running, pairs = 0, []
+            for bound, count in zip(HOOK_SECONDS_BUCKETS + (float("inf"),), buckets.get(key, ()), strict=False):
+                running += count
+                pairs.append(("+Inf" if bound == float("inf") else repr(bound), running))
+            timed.add_metric(key, pairs, total)
+        return [checked, refused, timed]
+
+
+def _register(registry, collector) -> None:
+    """``collector`` on ``registry``, once: a second copy of the figures (another Signals, a re-imported module)
+    does not replace the first."""
+    try:
+        registry.register(collector)
+    except ValueError:  # the names are registered already in this process
+        log.warning("mm-handoff: the Prometheus registry already has mm-handoff's metrics; this copy's figures "
+                    "stay in process only")
 
 
 def _metric(kind, name: str, doc: str, labels: tuple, **kwargs):
@@ -225,6 +302,8 @@ class Signals:
         self._checks: dict[tuple, int] = {}
         self._refusals: dict[tuple, int] = {}
         self._seconds: dict[tuple, list] = {}
+        #: per (engine, check point): how many calls fell in each bucket of HOOK_SECONDS_BUCKETS (+Inf last)
+        self._buckets: dict[tuple, list] = {}
         #: None: not decided yet (at the first outcome); False: off; else the metrics
         self._prometheus: Any = None
         #: the setting read at install (None: not read yet; read at the first outcome then)
@@ -257,7 +336,7 @@ class Signals:
                     log.error("mm-handoff: %s; Prometheus metrics off", exc)
                     wanted = False
             try:
-                self._prometheus = _Prometheus() if wanted else False
+                self._prometheus = _Prometheus(self) if wanted else False
             except Exception as exc:  # an incompatible prometheus_client: the figures stay in process
                 log.error("mm-handoff: Prometheus metrics off (%s: %s)", type(exc).__name__, exc)
                 self._prometheus = False
@@ -284,11 +363,21 @@ class Signals:
         if prom is None:
             prom = self._start_prometheus()
         if prom:
-            prom.child(prom.seconds, (engine, check_point)).observe(seconds)
-            if outcome is not None:
-                prom.child(prom.checks, (engine, family_label, check_point, outcome)).inc()
-            if error_name is not None:
-                prom.child(prom.refusals, (engine, check_point, error_name)).inc()
+            if prom.multiprocess:
+                prom.record(engine, check_point, family_label, outcome, seconds, error_name)
+            else:
+                at = bisect.bisect_left(HOOK_SECONDS_BUCKETS, seconds)
+                with self._lock:
+                    counts = self._buckets.get((engine, check_point))
+                    if counts is None:
+                        counts = self._buckets[(engine, check_point)] = [0] * (len(HOOK_SECONDS_BUCKETS) + 1)
+                    counts[at] += 1
+
+    def figures(self) -> tuple:
+        """``(checks, refusals, seconds, buckets)``: copies of the in-process figures, read at one moment."""
+        with self._lock:
+            return (dict(self._checks), dict(self._refusals), {k: tuple(v) for k, v in self._seconds.items()},
+                    {k: list(v) for k, v in self._buckets.items()})
 
     def event(self, *, engine: str, check_point: str, hook: str, policy: str, family: Any, outcome: str,
               error: HandoffError, request_id: Any) -> bool:
@@ -302,10 +391,7 @@ class Signals:
 
     def snapshot(self) -> dict:
         """The figures so far, by the metrics' labels (see :func:`stats`)."""
-        with self._lock:
-            checks = dict(self._checks)
-            refusals = dict(self._refusals)
-            seconds = {k: tuple(v) for k, v in self._seconds.items()}
+        checks, refusals, seconds, _ = self.figures()
         return {
             "checks": [dict(zip(("engine", "family", "check_point", "outcome"), k, strict=True), count=n)
                        for k, n in sorted(checks.items())],
@@ -323,6 +409,7 @@ class Signals:
             self._checks.clear()
             self._refusals.clear()
             self._seconds.clear()
+            self._buckets.clear()
         self.events.reset()
 
 

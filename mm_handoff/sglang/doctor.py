@@ -7,51 +7,37 @@ switch of ours: the check runs in the processes the launcher starts (``examples/
 
 from __future__ import annotations
 
-import importlib
 import sys
 
+from ..glue.hooks import resolve
 from ..glue.instrumentor import supports
 from . import _hooks
 from ._lifecycle import SUPPORTED_VERSIONS, status
 
 
-def hook_table() -> list:
-    """``(module, class, attribute)`` of each hook point (tuples, or rows of the shared hook-table format)."""
-    return [(getattr(r, "module", None) or r[0], getattr(r, "qualname", None) or r[1],
-             getattr(r, "attribute", None) or r[2]) for r in _hooks.HOOKS]
-
-
-def probe(module: str, qualname: str, attribute: str) -> tuple[str, str]:
-    """``("found", "")`` when ``module:qualname`` imports with a callable ``attribute``, else ``("missing", why)``."""
-    try:
-        owner = importlib.import_module(module)
-        for part in qualname.split("."):
-            owner = getattr(owner, part)
-    except Exception as exc:  # a hook point that cannot be reached is reported, never raised
-        return "missing", f"{module}:{qualname} not importable ({type(exc).__name__}: {exc})"
-    if not callable(getattr(owner, attribute, None)):
-        return "missing", f"{module}:{qualname} has no {attribute}"
-    return "found", ""
-
-
 def hook_rows(report: dict) -> list:
-    """Each hook point with its state: the status row where status has one, else probed (found / missing)."""
+    """Each row of the hook table with its state: the status row where the glue is installed (patched or
+    wrapped over), else as found in the engine's files (found, missing or drifted, with the reason)."""
     rows = {row["target"]: row for row in report.get("hooks", ())}
     out = []
-    for module, qualname, attribute in hook_table():
-        target = f"{module}:{qualname}.{attribute}"
-        row = rows.get(target)
-        state, reason = (row["state"], row.get("reason") or "") if row else probe(module, qualname, attribute)
-        out.append({"target": target, "state": state, "reason": reason})
+    for hook in _hooks.HOOKS:
+        point = resolve(hook)
+        row = rows.get(point.key)
+        out.append({"target": point.key, "state": row["state"] if row else point.state,
+                    "reason": "" if row else point.reason, "required": hook.required})
     return out
+
+
+def hook_ok(row: dict) -> bool:
+    """There (found, patched, wrapped over), or an optional one missing; a drifted one never is."""
+    return row["state"] in ("found", "patched", "wrapped over") or (row["state"] == "missing" and not row["required"])
 
 
 def doctor_report() -> dict:
     report = status()
     report["version_ok"] = supports(report.get("sglang"), SUPPORTED_VERSIONS)
     report["hook_points"] = hook_rows(report)
-    report["ready"] = bool(report["version_ok"] and all(h["state"] in ("found", "patched", "wrapped over")
-                                                        for h in report["hook_points"]))
+    report["ready"] = bool(report["version_ok"] and all(map(hook_ok, report["hook_points"])))
     return report
 
 
