@@ -29,6 +29,7 @@ from ..layout.spec import (
     REPLACE_WRAPPER,
     TimestampVocab,
     TokenSpec,
+    canonical_spec,
     item_lengths,
     normalize_grids,
     strict_int,
@@ -170,7 +171,7 @@ class QwenLayoutAdapter(Adapter):
                                    digits=known.digits, open_merged=known.open_merged)
         else:
             vocab = None
-        self.spec = TokenSpec(merge_size=merge, temporal_patch_size=temporal, timestamps=vocab, **ids)
+        self.spec = canonical_spec(TokenSpec(merge_size=merge, temporal_patch_size=temporal, timestamps=vocab, **ids))
         if self.fixed_convention is not None:
             if convention not in (None, self.fixed_convention):
                 raise SkewError("convention", self.fixed_convention, convention,

@@ -198,6 +198,23 @@ class TokenSpec:
         return _digest(self)
 
 
+#: one object per distinct spec seen, at most 16 (a deployment has one or two): a decoded layout's spec and
+#: the adapter's are then the same object, so comparing them (the skew check) and looking up their digest
+#: are identity checks, not a field-by-field walk of the timestamp vocabulary
+_CANONICAL: dict = {}
+_CANONICAL_MAX = 16
+
+
+def canonical_spec(spec: TokenSpec) -> TokenSpec:
+    """The first seen spec equal to ``spec`` (``spec`` itself when none was); kept at most 16."""
+    found = _CANONICAL.get(spec)
+    if found is not None:
+        return found
+    if len(_CANONICAL) >= _CANONICAL_MAX:
+        _CANONICAL.clear()  # (only the sharing is lost: every spec still compares by value)
+    return _CANONICAL.setdefault(spec, spec)
+
+
 @functools.lru_cache(maxsize=64)
 def _digest(spec: TokenSpec) -> str:
     text = repr(sorted(spec.as_dict().items())).encode()

@@ -41,7 +41,7 @@ import numpy as np
 
 from ..errors import HandoffError, WireFormatError
 from ..reading import MAX_COUNT, MAX_ID, Limits, plain_ints, resolve_limits
-from .spec import MAX_MERGED_OPENS, TokenSpec
+from .spec import MAX_MERGED_OPENS, TokenSpec, canonical_spec
 from .tokens import read_only
 
 FORMAT = "mm-handoff.layout"
@@ -261,7 +261,7 @@ def _spec_of(key: tuple) -> TokenSpec:
     fields, ts = key
     vocab = None if ts is None else dict(zip(_TS_ORDER, ts[0], strict=True), digits=list(ts[1]),
                                          **({} if ts[2] is None else {"open_merged": list(ts[2])}))
-    return TokenSpec.from_dict(dict(zip(_SPEC_ORDER, fields, strict=True), timestamps=vocab))
+    return canonical_spec(TokenSpec.from_dict(dict(zip(_SPEC_ORDER, fields, strict=True), timestamps=vocab)))
 
 
 def _decode_items(items, rid) -> list:
