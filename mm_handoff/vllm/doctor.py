@@ -9,11 +9,11 @@ off is reported, not a failure (the check is opt-in: ``MM_HANDOFF_VLLM_CHECK=1 v
 
 from __future__ import annotations
 
-import importlib
 import sys
 
 from .._env import VLLM_CHECK, env_flag
 from ..errors import HandoffError
+from ..glue.hooks import resolve
 from ..glue.instrumentor import supports
 from . import _hooks
 from ._lifecycle import SUPPORTED_VERSIONS, status
@@ -25,38 +25,16 @@ PLUGIN_GROUP = "vllm.general_plugins"
 PLUGIN_VALUE = f"{register.__module__}:{register.__name__}"
 
 
-def hook_table() -> list:
-    """``(module, class, attribute)`` of each hook point (the shared row format, or the one-row table before it)."""
-    rows = getattr(_hooks, "HOOKS", None)
-    if rows is None:
-        return [(_hooks.HOOK_MODULE, _hooks.HOOK_CLASS, "apply")]
-    return [(getattr(r, "module", None) or r[0], getattr(r, "qualname", None) or r[1],
-             getattr(r, "attribute", None) or r[2]) for r in rows]
-
-
-def probe(module: str, qualname: str, attribute: str) -> tuple[str, str]:
-    """``("found", "")`` when ``module:qualname`` imports with a callable ``attribute``, else ``("missing", why)``."""
-    try:
-        owner = importlib.import_module(module)
-        for part in qualname.split("."):
-            owner = getattr(owner, part)
-    except Exception as exc:  # a hook point that cannot be reached is reported, never raised
-        return "missing", f"{module}:{qualname} not importable ({type(exc).__name__}: {exc})"
-    if not callable(getattr(owner, attribute, None)):
-        return "missing", f"{module}:{qualname} has no {attribute}"
-    return "found", ""
-
-
 def hook_rows(report: dict) -> list:
-    """Each hook point with its state: the status row where status has one (patched, wrapped over, or the state
-    it found), else probed (found / missing)."""
+    """Each row of the hook table with its state: the status row where the glue is installed (patched or
+    wrapped over), else as found in the engine's files (found, missing or drifted, with the reason)."""
     rows = {row["target"]: row for row in report.get("hooks", ())}
     out = []
-    for module, qualname, attribute in hook_table():
-        target = f"{module}:{qualname}.{attribute}"
-        row = rows.get(target)
-        state, reason = (row["state"], row.get("reason") or "") if row else probe(module, qualname, attribute)
-        out.append({"target": target, "state": state, "reason": reason})
+    for hook in _hooks.HOOKS:
+        point = resolve(hook)
+        row = rows.get(point.key)
+        out.append({"target": point.key, "state": row["state"] if row else point.state,
+                    "reason": "" if row else point.reason, "required": hook.required})
     return out
 
 
@@ -74,6 +52,11 @@ def plugin_registered() -> bool:
     return any(ep.value == PLUGIN_VALUE for ep in entry_points(group=PLUGIN_GROUP))
 
 
+def hook_ok(row: dict) -> bool:
+    """There (found, patched, wrapped over), or an optional one missing; a drifted one never is."""
+    return row["state"] in ("found", "patched", "wrapped over") or (row["state"] == "missing" and not row["required"])
+
+
 def doctor_report() -> dict:
     report = status()
     report["version_ok"] = supports(report.get("vllm"), SUPPORTED_VERSIONS)
@@ -82,7 +65,7 @@ def doctor_report() -> dict:
     report["switch"] = switch_state()
     report["ready"] = bool(report["version_ok"] and report["plugin_registered"]
                            and not report["switch"].startswith("invalid")
-                           and all(h["state"] in ("found", "patched", "wrapped over") for h in report["hook_points"]))
+                           and all(map(hook_ok, report["hook_points"])))
     return report
 
 
