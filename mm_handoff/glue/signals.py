@@ -347,31 +347,29 @@ class Signals:
         """One hook call: its host time, and its outcome when it decided on a request (None: it did not)."""
         family_label = self.families.label(family) if outcome is not None else OTHER
         error_name = error_label(error) if outcome == "refused" else None
+        prom = self._prometheus
+        if prom is None:
+            prom = self._start_prometheus()
+        # in memory, the registry reads these figures when scraped: only the histogram's bucket is added here
+        bucket = bisect.bisect_left(HOOK_SECONDS_BUCKETS, seconds) if prom and not prom.multiprocess else -1
         with self._lock:
-            timed = self._seconds.get((engine, check_point))
+            key = (engine, check_point)
+            timed = self._seconds.get(key)
             if timed is None:
-                timed = self._seconds[(engine, check_point)] = [0, 0.0]
+                timed = self._seconds[key] = [0, 0.0]
+                self._buckets[key] = [0] * (len(HOOK_SECONDS_BUCKETS) + 1)
             timed[0] += 1
             timed[1] += seconds
+            if bucket >= 0:
+                self._buckets[key][bucket] += 1
             if outcome is not None:
                 checked = (engine, family_label, check_point, outcome)
                 self._checks[checked] = self._checks.get(checked, 0) + 1
             if error_name is not None:
                 refused = (engine, check_point, error_name)
                 self._refusals[refused] = self._refusals.get(refused, 0) + 1
-        prom = self._prometheus
-        if prom is None:
-            prom = self._start_prometheus()
-        if prom:
-            if prom.multiprocess:
-                prom.record(engine, check_point, family_label, outcome, seconds, error_name)
-            else:
-                at = bisect.bisect_left(HOOK_SECONDS_BUCKETS, seconds)
-                with self._lock:
-                    counts = self._buckets.get((engine, check_point))
-                    if counts is None:
-                        counts = self._buckets[(engine, check_point)] = [0] * (len(HOOK_SECONDS_BUCKETS) + 1)
-                    counts[at] += 1
+        if prom and prom.multiprocess:
+            prom.record(engine, check_point, family_label, outcome, seconds, error_name)
 
     def figures(self) -> tuple:
         """``(checks, refusals, seconds, buckets)``: copies of the in-process figures, read at one moment."""

@@ -115,9 +115,12 @@ def test_each_outcome_is_counted_once_where_it_was_decided(fresh_signals):
     refusing = CheckPoint("sglang", "admission", Policy.FALLBACK, "P.get")
     assert isinstance(_run(refusing, request_id="e", family="x", error=_LocalError("f", 1, 2), own=True), _LocalError)
     assert isinstance(_run(refusing, request_id="f", family="qwen3_vl", engine_raises=KeyError("engine's")), KeyError)
-    counts = {(r["engine"], r["family"], r["check_point"], r["outcome"]): r["count"] for r in mm_handoff.stats()["checks"]}
-    assert counts == {("vllm", "qwen3_vl", "admission", "accepted"): 1, ("vllm", "qwen3_vl", "admission", "fallback"): 1,
-                      ("trtllm", "qwen3_5", "prefill", "rebuilt"): 1, ("trtllm", "cosmos3", "encoder", "shipped_grids"): 1,
+    counts = {(r["engine"], r["family"], r["check_point"], r["outcome"]): r["count"]
+              for r in mm_handoff.stats()["checks"]}
+    assert counts == {("vllm", "qwen3_vl", "admission", "accepted"): 1,
+                      ("vllm", "qwen3_vl", "admission", "fallback"): 1,
+                      ("trtllm", "qwen3_5", "prefill", "rebuilt"): 1,
+                      ("trtllm", "cosmos3", "encoder", "shipped_grids"): 1,
                       ("sglang", "other", "admission", "refused"): 1}
     assert [(r["engine"], r["check_point"], r["error"], r["count"]) for r in mm_handoff.stats()["refusals"]] == [
         ("sglang", "admission", "other", 1)]
