@@ -8,7 +8,13 @@ from hypothesis import strategies as st
 
 from mm_handoff import HandoffLayout, MultimodalItem, get_adapter
 from mm_handoff.errors import GridMismatchError, LayoutError
-from mm_handoff.layout.mrope import layout_delta, layout_positions, mrope_positions
+from mm_handoff.layout.mrope import (
+    _many_runs_delta,
+    _many_runs_delta_vectorised,
+    layout_delta,
+    layout_positions,
+    mrope_positions,
+)
 from mm_handoff.layout.spec import TokenSpec
 
 
@@ -160,3 +166,56 @@ def test_many_runs_take_the_vectorised_paths():
     want = mrope_positions(layout.token_ids, spec, video_grid_thw=[(80, 2, 4)])
     got = layout_positions(layout)
     assert np.array_equal(got[0], want[0]) and got[1] == want[1] == layout_delta(layout)
+
+
+def _delta_or_error(delta, layout):
+    try:
+        return delta(layout, None, None)
+    except GridMismatchError as exc:
+        return type(exc)
+
+
+@settings(max_examples=400)
+@given(_run_layouts())
+def test_the_delta_of_many_runs_in_o_items_equals_the_vectorised_one(layout):
+    """The delta of a long video, read from each item's last run (O(items)), is the one the vectorised pass
+    over every run gives, and get_rope_index's (the ids path) where that positions the layout: on touching
+    runs, groups of another size, the stock run, text after the last run or none."""
+    assume(layout.items)
+    got = _delta_or_error(_many_runs_delta, layout)
+    assert got == _delta_or_error(_many_runs_delta_vectorised, layout)
+    want = _by_ids(layout)
+    if not isinstance(want, type) and not isinstance(got, type):
+        assert got == want[1]
+
+
+@settings(max_examples=50)
+@given(st.lists(st.tuples(st.booleans(), st.integers(1, 3), st.integers(0, 2)), min_size=1, max_size=6),
+       st.booleans())
+def test_the_delta_of_long_videos_and_images_equals_the_ids_path(shapes, tail):
+    """Above the few-runs bound: videos of up to 26 groups of several sizes, images between them, text or
+    none after the last <|vision_end|>; the delta from the items equals the vectorised one and the ids path's."""
+    a = get_adapter("qwen3_vl")
+    s = a.spec
+    ids, items = [7], []
+    for video, size, gap in shapes:
+        h, w = 2 * size, 2 * (size + gap)
+        if video:
+            runs, groups = [], 8 * size + gap
+            for g in range(groups):
+                ids += [8] * (1 + (g + gap) % 3) + [s.vision_start]
+                runs.append((len(ids), h * w // 4))
+                ids += [s.video_pad] * (h * w // 4) + [s.vision_end]
+            items.append(MultimodalItem("video", runs, groups * h * w // 4, (groups, h, w)))
+        else:
+            t = 1 + gap % 2
+            ids += [s.vision_start]
+            items.append(MultimodalItem("image", [(len(ids), t * h * w // 4)], t * h * w // 4, (t, h, w)))
+            ids += [s.image_pad] * (t * h * w // 4) + [s.vision_end]
+    ids += [9, 8] if tail else []
+    spec = TokenSpec(image_pad=s.image_pad, video_pad=s.video_pad, vision_start=s.vision_start,
+                     vision_end=s.vision_end)
+    layout = HandoffLayout(ids, tuple(items), spec, family="qwen3_vl", convention="pad_only")
+    want = _by_ids(layout)
+    assert _many_runs_delta(layout, None, None) == _many_runs_delta_vectorised(layout, None, None) == want[1]
+    assert layout_delta(layout) == want[1]
