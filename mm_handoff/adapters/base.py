@@ -328,7 +328,7 @@ class Adapter(metaclass=_TypedClass):
         firsts, ends = layout.item_pad_bounds()
         if item.modality != "video":
             return firsts[k], ends[k]
-        if item.timestamps is None:
+        if item.seconds is None:  # (not the tuple view: no float per group)
             raise HandoffError(f"items[{k}].timestamps", "the video's timestamps, to check the raw prompt it "
                                "was expanded from", None, request_id=request_id,
                                hint=f"{self.family}'s timestamp ids are not known without its tokenizer; "
