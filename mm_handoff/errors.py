@@ -159,7 +159,9 @@ class HandoffError(ValueError):
         return f"{type(self).__name__}({_fmt(self.field)}, {_fmt(self.expected)}, {_fmt(self.actual)})"
 
     def __str__(self) -> str:
-        who = f"request {_fmt(self.request_id)}" if self.request_id is not None else "handoff"
+        # the request when known, else the error's class: an engine that answers a client with str(exc) only
+        # (vLLM's HTTP 400 body) still names what failed
+        who = f"request {_fmt(self.request_id)}" if self.request_id is not None else type(self).__name__
         text = f"{who}: {_short_text(self.field)}: expected {_fmt(self.expected)}, got {_fmt(self.actual)}"
         if self.hint:
             text += f" ({_short_text(self.hint)})"

@@ -184,8 +184,6 @@ def test_honest_refused_honest_over_http(server, requests_):
     assert "first difference at index" in refusal["message"], refusal
 
 
-@pytest.mark.xfail(strict=True, reason="vLLM's handler sends str(exc) only, and a HandoffError's str does not "
-                   "name its class: the check point (mm_handoff/vllm/_hooks.py) has to put it in the message")
 def test_refusal_names_the_error_class(server, requests_):
     refusal = _honest_refused_honest(server, requests_)
     assert "TokenMismatchError" in refusal["message"], refusal
