@@ -34,7 +34,7 @@ import attrs
 
 from ..errors import HandoffError
 from .policy import Decision, Policy, decide, not_this_requests
-from .signals import CHECK_POINTS, ENGINES, SIGNALS, Signals
+from .signals import CHECK_POINTS, ENGINES, SIGNALS, Signals, observer_failed
 
 #: the outcome each decision records
 _OUTCOME = {Decision.PASS_THROUGH: "fallback", Decision.REBUILD: "rebuilt", Decision.SHIP_GRIDS: "shipped_grids"}
@@ -139,11 +139,16 @@ class Visit:
             family = None if outcome is None or self._adapter is None else self._adapter.family
         except Exception:  # an adapter whose family cannot be read: not a label value
             family = None
-        point.signals.record(point.engine, point.name, family, outcome, seconds, error)
-        if error is not None:
-            point.signals.event(engine=point.engine, check_point=point.name, hook=point.hook,
-                                policy=point.policy.value, family=family, outcome=outcome or "refused",
-                                error=error, request_id=self.request_id)
+        # the observers never fail the request nor replace its refusal (Signals' own never raise; this guards
+        # any other): what they could not do is reported, rate-limited
+        try:
+            point.signals.record(point.engine, point.name, family, outcome, seconds, error)
+            if error is not None:
+                point.signals.event(engine=point.engine, check_point=point.name, hook=point.hook,
+                                    policy=point.policy.value, family=family, outcome=outcome or "refused",
+                                    error=error, request_id=self.request_id)
+        except Exception as failure:
+            observer_failed(failure)
 
     def _outcome(self, exc) -> tuple:
         """``(outcome or None, the error behind it or None)``."""

@@ -12,14 +12,21 @@ rebuild and fallback (the log). One home for all three engines; docs/metrics.md 
 ``"other"``), ``family`` a registered family name (else ``"other"``). They are always kept in process
 (:func:`stats`, exported as ``mm_handoff.stats()``), and also in the engine's own Prometheus registry when
 prometheus_client is importable and ``MM_HANDOFF_METRICS`` does not turn that side off (in memory, the registry
-reads the in-process figures when it is scraped; with ``PROMETHEUS_MULTIPROC_DIR``, each outcome is written to
-the metrics' files as it happens: :class:`_Prometheus`).
+reads the in-process figures when it is scraped; with ``PROMETHEUS_MULTIPROC_DIR``, what changed since the last
+write goes to the metrics' files at most every :data:`FLUSH_SECONDS`, from the hooked call that finds it due or
+from a daemon thread, and at exit: :class:`_Prometheus`, :meth:`Signals.flush`).
+
+**Never a request's failure.** An observer that fails (the metrics' files cannot be written: a full disk, a
+``PROMETHEUS_MULTIPROC_DIR`` that names no directory, an incompatible prometheus_client; a logging handler that
+raises) does not fail the request or replace its typed refusal: the failure is logged (once, then at most once
+every :data:`FAILURE_LOG_SECONDS` per kind, with how many since), a failing Prometheus side switches off, and the
+in-process figures go on.
 
 prometheus_client picks its value store (in memory, or the ``PROMETHEUS_MULTIPROC_DIR`` files) when it is first
 imported, and the engines set that variable during their start-up; so it is imported at the first recorded
 outcome, never at ``import mm_handoff`` or at install. The metrics are registered once per process on the default
-``REGISTRY`` (registering twice raises) and, in multiprocess mode, each labelled child is cached (the label sets
-are closed, so the cache is bounded): the hot path is a dict lookup and an increment.
+``REGISTRY`` (registering twice raises); in either mode the hot path is the in-process figures' dict increments
+and the histogram's bucket, under one lock.
 
 **Events.** A refusal, a rebuild, a fallback and a shipped-grids decision each write one line on the
 ``mm_handoff`` logger: ``mm-handoff event {json}``, the same dict in ``extra={"mm_handoff_event": ...}``
@@ -31,14 +38,17 @@ requests cannot flood the log, and the next event that is written says how many 
 
 from __future__ import annotations
 
+import atexit
 import bisect
 import importlib
 import importlib.util
 import json
 import logging
 import os
+import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -68,6 +78,11 @@ HOOK_SECONDS = "mm_handoff_hook_seconds"
 #: host time of one hook: 1 us .. 100 ms (the checks take microseconds; a long prompt's accept step milliseconds)
 HOOK_SECONDS_BUCKETS = (1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
                         2.5e-2, 0.1)
+
+#: multiprocess mode: the longest a recorded outcome waits in process before it is written to the files
+FLUSH_SECONDS = 1.0
+#: an observer's failure is logged at once, then at most once this often per kind (with how many since)
+FAILURE_LOG_SECONDS = 60.0
 
 #: events written at once per (engine, check point, error class), then EVENT_RATE per second
 EVENT_BURST = 10
@@ -141,17 +156,20 @@ class _Prometheus:
     """The three metrics in this process's Prometheus registry.
 
     In memory (one process: vLLM's single API server), the registry reads the in-process figures when it is
-    scraped (:class:`_Collector`, registered once on the default ``REGISTRY``): a hooked call pays only for the
-    in-process figures and the histogram's bucket. With ``PROMETHEUS_MULTIPROC_DIR`` (SGLang with
-    ``--enable-metrics``, trtllm-serve, vLLM's several API servers) each outcome goes to the metrics' files as it
-    happens (the labelled children are cached), which is what another process's ``MultiProcessCollector`` sums.
+    scraped (:class:`_Collector`, registered once on the default ``REGISTRY``). With ``PROMETHEUS_MULTIPROC_DIR``
+    (SGLang with ``--enable-metrics``, trtllm-serve, vLLM's several API servers) :meth:`write` adds what changed
+    since the last write to the files, which is what another process's ``MultiProcessCollector`` sums: the
+    counters through their labelled children (``inc(n)``), the histogram through the values prometheus_client's
+    own ``Histogram`` child writes (``_sum`` and one per bucket, non-cumulative, in the files as ``observe`` leaves
+    them; the collector derives ``_bucket{le=..}``, ``_sum`` and ``_count``), since ``Histogram`` has no batch
+    observe. A prometheus_client whose ``Histogram`` keeps them otherwise fails :meth:`write`, typed: the side is
+    switched off.
     """
 
     def __init__(self, signals: Signals) -> None:
         import prometheus_client as prom
 
         self.multiprocess = _multiprocess(prom)
-        self.children: dict[tuple, Any] = {}
         if not self.multiprocess:
             _register(prom.REGISTRY, _Collector(signals))
             return
@@ -161,19 +179,30 @@ class _Prometheus:
         self.seconds = _metric(prom.Histogram, HOOK_SECONDS, _DOCS[HOOK_SECONDS], ("engine", "check_point"),
                                buckets=HOOK_SECONDS_BUCKETS)
 
-    def child(self, metric, key: tuple):
-        found = self.children.get((id(metric),) + key)
-        if found is None:
-            found = self.children[(id(metric),) + key] = metric.labels(*key)
-        return found
+    def histogram(self, key: tuple) -> tuple:
+        """``(sum value, [bucket values])`` of the histogram's child for ``key``, as ``observe`` writes them."""
+        child = self.seconds.labels(*key)
+        bounds, buckets, total = (getattr(child, "_upper_bounds", None), getattr(child, "_buckets", None),
+                                  getattr(child, "_sum", None))
+        if (bounds != list(HOOK_SECONDS_BUCKETS) + [float("inf")] or not isinstance(buckets, list)
+                or len(buckets) != len(bounds) or not all(hasattr(v, "inc") for v in buckets + [total])):
+            raise HandoffError("prometheus_client Histogram child", "_upper_bounds, _buckets and _sum as "
+                               "prometheus_client 0.x keeps them, with mm-handoff's buckets", type(child).__name__)
+        return total, buckets
 
-    def record(self, engine, check_point, family_label, outcome, seconds, error_name) -> None:
-        """One outcome into the files (multiprocess mode only)."""
-        self.child(self.seconds, (engine, check_point)).observe(seconds)
-        if outcome is not None:
-            self.child(self.checks, (engine, family_label, check_point, outcome)).inc()
-        if error_name is not None:
-            self.child(self.refusals, (engine, check_point, error_name)).inc()
+    def write(self, checks: dict, refusals: dict, seconds: dict, buckets: dict) -> None:
+        """What changed since the last write (counts by key; per histogram key ``(count, sum)`` and the counts
+        per bucket) into the files."""
+        for key, count in checks.items():
+            self.checks.labels(*key).inc(count)
+        for key, count in refusals.items():
+            self.refusals.labels(*key).inc(count)
+        for key, (_, total) in seconds.items():
+            value_sum, values = self.histogram(key)
+            for value, count in zip(values, buckets[key], strict=True):
+                if count:
+                    value.inc(count)
+            value_sum.inc(total)
 
 
 _DOCS = {CHECKS_TOTAL: "Requests an mm-handoff check point decided on",
@@ -291,6 +320,83 @@ def _request(request_id: Any) -> Any:
     return _plain(request_id)
 
 
+# ------------------------------------------------------------------------------------ failures
+class _Failures:
+    """An observer's failures, logged at once and then at most once every FAILURE_LOG_SECONDS per kind (with how
+    many since); a logger that fails too falls back to stderr, and that failing is swallowed: never raises."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._lock = threading.Lock()
+        #: kind -> [next time a line may be written, failures not written since]
+        self._kinds: dict[str, list] = {}
+
+    def report(self, kind: str, what: str, exc: BaseException) -> None:
+        try:
+            with self._lock:
+                now = self.clock()
+                state = self._kinds.setdefault(kind, [now, 0])
+                if now < state[0]:
+                    state[1] += 1
+                    return
+                since, state[0], state[1] = state[1], now + FAILURE_LOG_SECONDS, 0
+            more = f" ({since} more since the last line)" if since else ""
+            line = f"mm-handoff: {what}: {type(exc).__name__}: {exc}{more}"
+            try:
+                log.error("%s", line)
+            except Exception:  # the logger fails too: stderr, as logging's own last resort does
+                sys.stderr.write(line + "\n")
+        except Exception:  # noqa: S110 - nothing left to tell it to; the request must not pay for it
+            pass
+
+
+# ------------------------------------------------------------------------------------ the flushing
+#: the Signals with a multiprocess Prometheus side in this process (flushed at exit, reset in a forked child)
+_WRITING: weakref.WeakSet = weakref.WeakSet()
+
+
+def _flusher(ref: weakref.ref, wake: threading.Event) -> None:
+    """The daemon thread of one Signals: its figures to the files every FLUSH_SECONDS, until it is gone or its
+    Prometheus side is off (or another thread replaced this one: a fork)."""
+    while not wake.wait(FLUSH_SECONDS):
+        signals = ref()
+        if signals is None or signals._wake is not wake or not signals._prometheus:
+            return
+        signals.flush(wait=False)
+        del signals
+
+
+#: the flush locks _before_fork holds (released in the parent after the fork)
+_HELD_AT_FORK: list = []
+
+
+def _before_fork() -> None:
+    for signals in list(_WRITING):  # no flush half done by another thread in the child: its locks held forever
+        if signals._flushing.acquire(timeout=FLUSH_SECONDS):
+            _HELD_AT_FORK.append(signals._flushing)
+
+
+def _after_fork_parent() -> None:
+    while _HELD_AT_FORK:
+        _HELD_AT_FORK.pop().release()
+
+
+def _after_fork_child() -> None:
+    _HELD_AT_FORK.clear()
+    for signals in list(_WRITING):
+        signals._forked()
+
+
+def _at_exit() -> None:
+    for signals in list(_WRITING):
+        signals.flush()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_parent, after_in_child=_after_fork_child)
+atexit.register(_at_exit)
+
+
 # ------------------------------------------------------------------------------------ the observers
 class Signals:
     """The observers of every check point: the in-process figures, Prometheus when on, the events."""
@@ -308,6 +414,13 @@ class Signals:
         self._prometheus: Any = None
         #: the setting read at install (None: not read yet; read at the first outcome then)
         self._wanted: bool | None = None
+        self.failures = _Failures()
+        #: multiprocess mode: the figures as last written to the files, what the next write adds to is the rest
+        self._written: tuple = ({}, {}, {}, {})
+        #: multiprocess mode: when the next write is due (monotonic), and the flusher thread's wake-up
+        self._due = float("inf")
+        self._flushing = threading.Lock()
+        self._wake: threading.Event | None = None
 
     def configure(self, environ=None) -> bool:
         """Read ``MM_HANDOFF_METRICS`` strictly (install calls this: a bad value fails it, closed); whether the
@@ -338,20 +451,43 @@ class Signals:
             try:
                 self._prometheus = _Prometheus(self) if wanted else False
             except Exception as exc:  # an incompatible prometheus_client: the figures stay in process
-                log.error("mm-handoff: Prometheus metrics off (%s: %s)", type(exc).__name__, exc)
                 self._prometheus = False
-            return self._prometheus
+                self.failures.report("prometheus", "Prometheus metrics off; the figures stay in process", exc)
+            prometheus = self._prometheus
+            if prometheus and prometheus.multiprocess:
+                self._written = ({}, {}, {}, {})
+                self._due = time.monotonic() + FLUSH_SECONDS
+                self._start_flusher()
+            return prometheus
+
+    def _start_flusher(self) -> None:
+        """The daemon thread that writes an idle process's figures (multiprocess mode)."""
+        _WRITING.add(self)
+        self._wake = wake = threading.Event()
+        try:
+            threading.Thread(target=_flusher, args=(weakref.ref(self), wake), name="mm-handoff-metrics",
+                             daemon=True).start()
+        except RuntimeError as exc:  # no thread now (interpreter shutdown): the hooked calls and the exit write
+            self.failures.report("flusher", "no metrics flusher thread; the hooked calls write the figures", exc)
 
     def record(self, engine: str, check_point: str, family: Any, outcome: str | None, seconds: float,
                error: BaseException | None = None) -> None:
-        """One hook call: its host time, and its outcome when it decided on a request (None: it did not)."""
+        """One hook call: its host time, and its outcome when it decided on a request (None: it did not). Never
+        raises (see the module doc)."""
+        try:
+            self._record(engine, check_point, family, outcome, seconds, error)
+        except Exception as exc:
+            self.failures.report("record", "an outcome was not counted", exc)
+
+    def _record(self, engine, check_point, family, outcome, seconds, error) -> None:
         family_label = self.families.label(family) if outcome is not None else OTHER
         error_name = error_label(error) if outcome == "refused" else None
         prom = self._prometheus
         if prom is None:
             prom = self._start_prometheus()
-        # in memory, the registry reads these figures when scraped: only the histogram's bucket is added here
-        bucket = bisect.bisect_left(HOOK_SECONDS_BUCKETS, seconds) if prom and not prom.multiprocess else -1
+        # the registry reads these figures when scraped (in memory) or the next write adds them to the files
+        # (multiprocess): only the histogram's bucket is added here
+        bucket = bisect.bisect_left(HOOK_SECONDS_BUCKETS, seconds) if prom else -1
         with self._lock:
             key = (engine, check_point)
             timed = self._seconds.get(key)
@@ -368,8 +504,64 @@ class Signals:
             if error_name is not None:
                 refused = (engine, check_point, error_name)
                 self._refusals[refused] = self._refusals.get(refused, 0) + 1
-        if prom and prom.multiprocess:
-            prom.record(engine, check_point, family_label, outcome, seconds, error_name)
+        if time.monotonic() >= self._due:  # multiprocess mode only (else never due)
+            self.flush(wait=False)
+
+    def flush(self, *, wait: bool = True) -> bool:
+        """Multiprocess mode: what changed since the last write into the metrics' files now (else nothing);
+        whether anything was written. ``wait=False`` gives way to a write in progress. A write that fails switches
+        the Prometheus side off (logged). Never raises."""
+        prom = self._prometheus
+        if not prom or not prom.multiprocess:
+            return False
+        if not self._flushing.acquire(blocking=wait):
+            return False
+        try:
+            self._due = time.monotonic() + FLUSH_SECONDS
+            changes = self._changes()
+            if changes is None:
+                return False
+            prom.write(*changes)
+            return True
+        except Exception as exc:
+            self._prometheus, self._due = False, float("inf")
+            self.failures.report("prometheus", "writing the metrics' files failed; Prometheus metrics off, the "
+                                 "figures stay in process (mm_handoff.stats())", exc)
+            return False
+        finally:
+            self._flushing.release()
+
+    def _changes(self) -> tuple | None:
+        """What changed since the last write, and the figures now as the last written (None: nothing changed)."""
+        with self._lock:
+            written_checks, written_refusals, written_seconds, written_buckets = self._written
+            checks = {k: n - written_checks.get(k, 0) for k, n in self._checks.items() if n != written_checks.get(k, 0)}
+            refusals = {k: n - written_refusals.get(k, 0) for k, n in self._refusals.items()
+                        if n != written_refusals.get(k, 0)}
+            seconds, buckets = {}, {}
+            for key, (count, total) in self._seconds.items():
+                before_count, before_total = written_seconds.get(key, (0, 0.0))
+                if count != before_count:
+                    before = written_buckets.get(key) or [0] * len(self._buckets[key])
+                    seconds[key] = (count - before_count, total - before_total)
+                    buckets[key] = [n - b for n, b in zip(self._buckets[key], before, strict=True)]
+            if not (checks or refusals or seconds):
+                return None
+            self._written = (dict(self._checks), dict(self._refusals), {k: tuple(v) for k, v in self._seconds.items()},
+                             {k: list(v) for k, v in self._buckets.items()})
+        return checks, refusals, seconds, buckets
+
+    def _forked(self) -> None:
+        """In a forked child: new locks (another thread may have held them at the fork), nothing to write of the
+        parent's (its figures so far count as written: the parent writes them), its own flusher thread."""
+        self._lock = threading.Lock()
+        self._flushing = threading.Lock()
+        self.events._lock = threading.Lock()
+        self.failures._lock = threading.Lock()
+        self._written = self.figures()
+        if self._prometheus and self._prometheus.multiprocess:
+            self._due = time.monotonic() + FLUSH_SECONDS
+            self._start_flusher()
 
     def figures(self) -> tuple:
         """``(checks, refusals, seconds, buckets)``: copies of the in-process figures, read at one moment."""
@@ -379,7 +571,16 @@ class Signals:
 
     def event(self, *, engine: str, check_point: str, hook: str, policy: str, family: Any, outcome: str,
               error: HandoffError, request_id: Any) -> bool:
-        """The event of a refusal, rebuild, fallback or shipped grids (rate-limited); whether it was written."""
+        """The event of a refusal, rebuild, fallback or shipped grids (rate-limited); whether it was written.
+        Never raises (a logging handler that does is reported once, see the module doc)."""
+        try:
+            return self._event(engine=engine, check_point=check_point, hook=hook, policy=policy, family=family,
+                               outcome=outcome, error=error, request_id=request_id)
+        except Exception as exc:
+            self.failures.report("event", "an mm-handoff event was not written", exc)
+            return False
+
+    def _event(self, *, engine, check_point, hook, policy, family, outcome, error, request_id) -> bool:
         return self.events.emit({
             "event": "mm_handoff.check", "engine": engine, "check_point": check_point, "hook": hook,
             "policy": policy, "family": self.families.label(family), "outcome": outcome,
@@ -402,8 +603,10 @@ class Signals:
 
     def reset(self) -> None:
         """Forget the in-process figures and the events' buckets (for tests and benchmarks; Prometheus keeps its
-        own figures)."""
+        own figures: in multiprocess mode what was not written yet is written first)."""
+        self.flush()
         with self._lock:
+            self._written = ({}, {}, {}, {})
             self._checks.clear()
             self._refusals.clear()
             self._seconds.clear()
@@ -413,6 +616,13 @@ class Signals:
 
 #: the observers of this process
 SIGNALS = Signals()
+#: the failures of observers other than a Signals' own (a check point's signals replaced by another object)
+_OTHER_FAILURES = _Failures()
+
+
+def observer_failed(exc: BaseException) -> None:
+    """An observer raised out of a check point: reported (rate-limited), never raised."""
+    _OTHER_FAILURES.report("observer", "a check point's observer failed", exc)
 
 
 def stats() -> dict:

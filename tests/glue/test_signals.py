@@ -336,3 +336,255 @@ def test_accepted_requests_write_no_event(caplog, fresh_signals):
     with caplog.at_level(logging.DEBUG, logger="mm_handoff"):
         _visit(CheckPoint("vllm", "admission", Policy.RAISE, "P.apply"), request_id="a", family="qwen3_vl")
     assert not [r for r in caplog.records if hasattr(r, "mm_handoff_event")]
+
+
+# ------------------------------------------------------------------------------------ multiprocess: batched writes
+#: a process that records ``n`` hooked calls at sglang's admission (every other one refused), then, by ``how``:
+#: ``flush``: flushes, says "ready" and waits for its stdin to close; ``idle``: says "ready" and waits (the
+#: flusher thread must write them); ``exit``: exits (the exit hook must write them)
+_RECORDER = """
+import sys
+from mm_handoff.errors import MropeLengthError
+from mm_handoff.glue.checkpoint import CheckPoint
+from mm_handoff.glue.policy import Policy
+from mm_handoff.glue.signals import SIGNALS
+
+n, how = int(sys.argv[1]), sys.argv[2]
+point = CheckPoint("sglang", "admission", Policy.RAISE, "P.get")
+for i in range(n):
+    try:
+        with point.visit(f"r{i}") as visit:
+            if i % 2:
+                raise MropeLengthError("m", 1, 2)
+    except MropeLengthError:
+        pass
+if how == "flush":
+    SIGNALS.flush()
+if how != "exit":
+    print("ready", flush=True)
+    sys.stdin.read()
+"""
+
+
+def _multiprocess_env(path, **extra):
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(path), **extra}
+    env.pop("MM_HANDOFF_METRICS", None)
+    return env
+
+
+def _recorder(path, n, how):
+    child = subprocess.Popen([sys.executable, "-c", _RECORDER, str(n), how], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env=_multiprocess_env(path))
+    if how != "exit":
+        assert child.stdout.readline().strip() == "ready"
+    return child
+
+
+def _release(child):
+    child.communicate("", timeout=30)
+    assert child.returncode == 0
+
+
+def _read(path):
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=str(path))
+    labels = {"engine": "sglang", "check_point": "admission"}
+    get = registry.get_sample_value
+    return (get("mm_handoff_checks_total", {**labels, "family": "other", "outcome": "accepted"}),
+            get("mm_handoff_checks_total", {**labels, "family": "other", "outcome": "refused"}),
+            get("mm_handoff_refusals_total", {**labels, "error": "MropeLengthError"}),
+            get("mm_handoff_hook_seconds_count", labels))
+
+
+def test_multiprocess_flush_writes_every_processs_figures_before_it_exits(tmp_path):
+    """Two live processes record and flush: the parent's MultiProcessCollector sums both, neither has exited."""
+    children = [_recorder(tmp_path, n, "flush") for n in (4, 6)]
+    try:
+        assert _read(tmp_path) == (5, 5, 5, 10)
+    finally:
+        for child in children:
+            _release(child)
+
+
+def test_multiprocess_flusher_writes_an_idle_processs_figures(tmp_path):
+    """A process that records and then goes idle (no flush call, no exit): its figures reach the files within
+    FLUSH_SECONDS and a little."""
+    child = _recorder(tmp_path, 6, "idle")
+    try:
+        start = time.monotonic()
+        while time.monotonic() - start < 10 and not any(name.endswith(".db") for name in os.listdir(tmp_path)):
+            time.sleep(0.02)
+        while time.monotonic() - start < 10 and _read(tmp_path)[3] != 6:
+            time.sleep(0.02)
+        lag = time.monotonic() - start
+        assert _read(tmp_path) == (3, 3, 3, 6)
+        assert lag < signals.FLUSH_SECONDS + 1.5, lag
+    finally:
+        _release(child)
+
+
+def test_multiprocess_figures_are_written_at_exit(tmp_path):
+    for n in (3, 5):
+        _release(_recorder(tmp_path, n, "exit"))
+    assert _read(tmp_path) == (5, 3, 3, 8)
+
+
+_FORKS = """
+import os, sys
+from mm_handoff.glue.checkpoint import CheckPoint
+from mm_handoff.glue.policy import Policy
+from mm_handoff.glue.signals import SIGNALS
+
+point = CheckPoint("sglang", "admission", Policy.RAISE, "P.get")
+def visits(n):
+    for _ in range(n):
+        with point.visit():
+            pass
+visits(2)  # not flushed yet: the parent's to write, never the child's
+pid = os.fork()
+if pid == 0:
+    visits(1)
+    SIGNALS.flush()
+    os._exit(0)
+os.waitpid(pid, 0)
+SIGNALS.flush()
+"""
+
+
+def test_a_forked_child_writes_only_its_own_figures(tmp_path):
+    subprocess.run([sys.executable, "-c", _FORKS], check=True, env=_multiprocess_env(tmp_path), timeout=60)
+    assert _read(tmp_path)[0] == 3 and _read(tmp_path)[3] == 3
+
+
+#: one process observes ``SECONDS`` through prometheus_client's own Histogram, another records them through
+#: mm-handoff's batched writes: a MultiProcessCollector reads the same histogram from both
+_OBSERVED = """
+import sys
+how, seconds = sys.argv[1], [float(s) for s in sys.argv[2].split(",")]
+if how == "prometheus_client":
+    from prometheus_client import Histogram
+    from mm_handoff.glue.signals import HOOK_SECONDS, HOOK_SECONDS_BUCKETS, _DOCS
+    metric = Histogram(HOOK_SECONDS, _DOCS[HOOK_SECONDS], ("engine", "check_point"), buckets=HOOK_SECONDS_BUCKETS)
+    for s in seconds:
+        metric.labels("trtllm", "slice").observe(s)
+else:
+    from mm_handoff.glue.signals import SIGNALS
+    for s in seconds:
+        SIGNALS.record("trtllm", "slice", None, None, s)
+    SIGNALS.flush()
+"""
+SECONDS = (0.0, 1e-06, 1.5e-06, 1e-05, 3e-05, 3e-05, 0.004, 0.1, 0.5, 2.0, 7e-07)
+
+
+def test_batched_histogram_reads_as_prometheus_clients_own(tmp_path):
+    samples = {}
+    for how in ("prometheus_client", "mm_handoff"):
+        path = tmp_path / how
+        path.mkdir()
+        subprocess.run([sys.executable, "-c", _OBSERVED, how, ",".join(map(repr, SECONDS))], check=True,
+                       env=_multiprocess_env(path), timeout=60)
+        from prometheus_client import CollectorRegistry
+        from prometheus_client.multiprocess import MultiProcessCollector
+
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=str(path))
+        samples[how] = sorted((s.name, tuple(sorted(s.labels.items())), s.value) for metric in registry.collect()
+                              if metric.name == "mm_handoff_hook_seconds" for s in metric.samples)
+    assert samples["mm_handoff"] == samples["prometheus_client"]
+    assert {name for name, _, _ in samples["mm_handoff"]} == {"mm_handoff_hook_seconds_bucket",
+                                                              "mm_handoff_hook_seconds_sum",
+                                                              "mm_handoff_hook_seconds_count"}
+
+
+# ------------------------------------------------------------------------------------ observers never fail a request
+class _Raising(logging.Handler):
+    def emit(self, record):
+        raise RuntimeError("a handler that raises")
+
+
+def test_a_logging_handler_that_raises_fails_no_request(fresh_signals):
+    """An event's handler raises: an accepted (rebuilt) request is still answered, a refusal is still its typed
+    error, and the figures go on."""
+    logger = logging.getLogger("mm_handoff")
+    handler = _Raising(level=logging.DEBUG)
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        rebuild = CheckPoint("trtllm", "prefill", Policy.REBUILD, "P.prefill")
+        assert _visit(rebuild, request_id="a", family="qwen3_vl", error=SkewError("f", 1, 2),
+                      remedy=Decision.REBUILD) == "answered"
+        refusing = CheckPoint("vllm", "admission", Policy.RAISE, "P.apply")
+        for request_id in ("b", "c"):
+            refused = _run(refusing, request_id=request_id, family="qwen3_vl", error=MropeLengthError("m", 1, 2))
+            assert type(refused) is MropeLengthError
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    outcomes = {(r["check_point"], r["outcome"]): r["count"] for r in mm_handoff.stats()["checks"]}
+    assert outcomes == {("prefill", "rebuilt"): 1, ("admission", "refused"): 2}
+
+
+#: records through a Prometheus side that fails: ``missing`` (PROMETHEUS_MULTIPROC_DIR names no directory) or
+#: ``full`` (every write to the files fails with ENOSPC after the first flush); prints what the requests got
+_BROKEN = """
+import errno, json, logging, sys
+from mm_handoff.errors import MropeLengthError
+from mm_handoff.glue.checkpoint import CheckPoint
+from mm_handoff.glue.policy import Policy
+from mm_handoff.glue.signals import SIGNALS
+import mm_handoff
+
+errors = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        if record.levelno >= logging.ERROR:
+            errors.append(record.getMessage())
+logging.getLogger("mm_handoff").addHandler(Keep())
+
+point = CheckPoint("sglang", "admission", Policy.RAISE, "P.get")
+def visit(i):
+    try:
+        with point.visit(f"r{i}") as v:
+            if i % 2:
+                raise MropeLengthError("m", 1, 2)
+        return "answered"
+    except Exception as exc:
+        return type(exc).__name__
+
+got = [visit(0)]
+if sys.argv[1] == "full":
+    SIGNALS.flush()
+    from prometheus_client import mmap_dict
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    mmap_dict.MmapedDict.write_value = full
+got += [visit(i) for i in range(1, 6)]
+try:
+    SIGNALS.flush()
+    flushed = "ok"
+except Exception as exc:
+    flushed = type(exc).__name__
+got += [visit(i) for i in range(6, 10)]
+SIGNALS.flush()
+stats = mm_handoff.stats()
+print(json.dumps({"got": got, "flush": flushed, "prometheus": stats["prometheus"],
+                  "checks": sum(r["count"] for r in stats["checks"]), "errors": len(errors)}))
+"""
+
+
+@pytest.mark.parametrize("how", ["missing", "full"])
+def test_a_failing_prometheus_side_fails_no_request(tmp_path, how):
+    """The files cannot be written (a bad PROMETHEUS_MULTIPROC_DIR, a full disk): every request gets what it got
+    without metrics, the Prometheus side switches off, logged once, and the figures go on in process."""
+    path = tmp_path / "missing" if how == "missing" else tmp_path
+    out = subprocess.run([sys.executable, "-c", _BROKEN, how], capture_output=True, text=True, timeout=60,
+                         env=_multiprocess_env(path))
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["got"] == ["answered", "MropeLengthError"] * 5
+    assert report["flush"] == "ok" and report["prometheus"] is False and report["checks"] == 10
+    assert report["errors"] == 1, out.stderr
