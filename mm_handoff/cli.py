@@ -283,10 +283,52 @@ def cmd_doctor(args) -> int:
             continue
         print(f"{engine}:")
         code = max(code, importlib.import_module(module).run_doctor(args, out=sys.stdout))
+    print()
+    _metrics_report(sys.stdout)
     problems = setting_problems()
     if problems:
         raise problems[0] if isinstance(problems[0], HandoffError) else UsageError(str(problems[0]))
     return code
+
+
+def _metrics_report(out) -> None:
+    """Where the check points' figures go (docs/metrics.md), and, where the processes of a deployment share
+    ``PROMETHEUS_MULTIPROC_DIR``, mm-handoff's figures summed over every process that wrote there. Without that
+    directory the figures live in each serving process (the engine's ``/metrics``, ``mm_handoff.stats()``)."""
+    import os
+
+    from .glue.signals import metrics_setting, prometheus_importable
+
+    importable = prometheus_importable()
+    try:
+        setting = metrics_setting()
+    except HandoffError:  # named as the setting error below
+        setting = None
+    on = importable if setting is None else setting
+    where = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
+    print(f"metrics:      prometheus_client {'installed' if importable else 'not installed'}; "
+          f"{'on' if on else 'off (figures in process only: mm_handoff.stats())'}", file=out)
+    if not (on and importable):
+        return
+    if not where or not os.path.isdir(where):
+        print("              one process each: the engine's /metrics serves them (mm_handoff.stats() in code)",
+              file=out)
+        return
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=where)
+    lines = []
+    for metric in registry.collect():
+        for sample in metric.samples:
+            if sample.name in ("mm_handoff_checks_total", "mm_handoff_refusals_total") and sample.value:
+                labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+                lines.append(f"              {sample.name}{{{labels}}} {sample.value:g}")
+    print(f"              PROMETHEUS_MULTIPROC_DIR {where}: {len(lines) or 'no'} series of mm-handoff's"
+          + ("" if lines else " yet"), file=out)
+    for line in sorted(lines):
+        print(line, file=out)
 
 
 def cmd_corpus(args) -> int:

@@ -119,7 +119,7 @@ def doctor_sections(out: str) -> dict:
     current = None
     for line in out.splitlines():
         head = line.split(":")[0]
-        if head in ("tensorrt_llm", "vllm", "sglang"):
+        if head in ("tensorrt_llm", "vllm", "sglang", "metrics"):
             current = head
             sections[current] = [line]
         elif current and line:
@@ -133,7 +133,8 @@ def test_doctor_without_an_engine_reports_each_as_not_installed_and_exits_zero()
     r = cli("doctor")
     sections = doctor_sections(r.stdout)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert sections == {name: [f"{name}: not installed (skipped)"] for name in ("tensorrt_llm", "vllm", "sglang")}
+    assert {k: v for k, v in sections.items() if k != "metrics"} == {
+        name: [f"{name}: not installed (skipped)"] for name in ("tensorrt_llm", "vllm", "sglang")}
 
 
 def test_doctor_fails_for_an_installed_engine_that_is_not_ready(tmp_path):
@@ -152,6 +153,38 @@ def test_doctor_fails_for_an_installed_engine_that_is_not_ready(tmp_path):
     assert "sglang        0.6.0  (supported: sglang >= 0.5.23, < 0.5.24  -> OUT OF RANGE)" in sglang
     assert "[ missing] sglang.srt.multimodal.processors.qwen_vl:QwenVLImageProcessor.get_validated_mm_data" in sglang
     assert sections["sglang"][-1] == "not ready: see above"
+
+def test_doctor_reads_the_figures_every_process_wrote_in_multiprocess_mode(tmp_path):
+    """With PROMETHEUS_MULTIPROC_DIR (the engines' multiprocess mode), doctor prints mm-handoff's counters summed
+    over the processes that wrote there: two processes, one accepted and one refused each."""
+    pytest.importorskip("prometheus_client")
+    env = dict(os.environ, PYTHONWARNINGS="ignore", PROMETHEUS_MULTIPROC_DIR=str(tmp_path), MM_HANDOFF_METRICS="1")
+    record = ("from mm_handoff.glue.signals import SIGNALS\n"
+              "from mm_handoff.errors import TokenMismatchError\n"
+              "SIGNALS.record('sglang', 'admission', 'qwen3_vl', 'accepted', 1e-5)\n"
+              "SIGNALS.record('sglang', 'admission', 'qwen3_vl', 'refused', 1e-5,\n"
+              "               TokenMismatchError('f', 1, 2, index=0))\n")
+    for _ in range(2):  # each process exits: what it recorded is in the files then
+        subprocess.run([sys.executable, "-c", record], env=env, check=True, timeout=120)
+    r = subprocess.run([sys.executable, "-m", "mm_handoff", "doctor"], capture_output=True, text=True, timeout=300,
+                       env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    metrics = "\n".join(doctor_sections(r.stdout)["metrics"])
+    assert "prometheus_client installed; on" in metrics and f"PROMETHEUS_MULTIPROC_DIR {tmp_path}: 3 series" in metrics
+    for series in ("mm_handoff_checks_total{check_point=admission,engine=sglang,family=qwen3_vl,outcome=accepted} 2",
+                   "mm_handoff_checks_total{check_point=admission,engine=sglang,family=qwen3_vl,outcome=refused} 2",
+                   "mm_handoff_refusals_total{check_point=admission,engine=sglang,error=TokenMismatchError} 2"):
+        assert series in metrics, metrics
+
+
+def test_doctor_says_where_the_figures_are_without_a_shared_directory():
+    env = dict(os.environ, PYTHONWARNINGS="ignore", MM_HANDOFF_METRICS="0")
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    r = subprocess.run([sys.executable, "-m", "mm_handoff", "doctor"], capture_output=True, text=True, timeout=300,
+                       env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert doctor_sections(r.stdout)["metrics"][0].endswith("off (figures in process only: mm_handoff.stats())")
+
 
 def test_selfcheck():
     r = cli("selfcheck")
