@@ -4,8 +4,14 @@ Each group times the same hooked call ``N[hook]`` times per round, so a row's ti
 
 - ``bare``: the engine's function called directly (no mm-handoff at all), the floor;
 - ``metrics_off``: the check point with ``MM_HANDOFF_METRICS=0`` (the in-process figures only, mm_handoff.stats());
-- ``metrics_on``: the same with the Prometheus side on (a counter child and a histogram child of the process's
-  default registry, in memory).
+- ``metrics_on``: the same with the Prometheus side on: in memory (a collector on the default registry that reads
+  the in-process figures when scraped), or, with ``PROMETHEUS_MULTIPROC_DIR`` set when pytest starts (as SGLang
+  with ``--enable-metrics`` and trtllm-serve run), multiprocess mode: the figures written to the files at most
+  every ``FLUSH_SECONDS``, from the hooked call that finds the write due or from the flusher thread, inside the
+  timed rounds. Run both::
+
+      pytest benchmarks/test_bench_signals.py
+      PROMETHEUS_MULTIPROC_DIR=$(mktemp -d) pytest benchmarks/test_bench_signals.py
 
 Two hooks: ``visit`` is the check point alone around an engine call (what every wrapper adds), ``vllm`` is vLLM's
 whole wrapper on its accepted path (a carried layout accepted, held to the raw prompt, the expansion compared),
@@ -13,6 +19,7 @@ on a processor shaped like vLLM's. The goal (docs/benchmarks.md): on - off at mo
 """
 
 import dataclasses
+import os
 import types
 
 import pytest
@@ -89,8 +96,10 @@ def _bare_vllm():
 @pytest.mark.parametrize("mode", ["bare", "metrics_off", "metrics_on"])
 @pytest.mark.parametrize("hook", ["visit", "vllm"])
 def test_hook(benchmark, hook, mode):
-    benchmark.group = f"signals/{hook}"
-    benchmark.extra_info.update(calls_per_round=N[hook], role="baseline" if mode != "metrics_on" else "mm-handoff")
+    prometheus_mode = "multiprocess" if os.environ.get("PROMETHEUS_MULTIPROC_DIR") else "memory"
+    benchmark.group = f"signals/{hook}/{prometheus_mode}"
+    benchmark.extra_info.update(calls_per_round=N[hook], role="baseline" if mode != "metrics_on" else "mm-handoff",
+                                prometheus_mode=prometheus_mode)
     if mode == "bare":
         fn = _engine if hook == "visit" else _bare_vllm()
     else:
@@ -107,3 +116,7 @@ def test_hook(benchmark, hook, mode):
         figures = signals.snapshot()
         assert figures["prometheus"] is (mode == "metrics_on")
         assert figures["checks"][0]["outcome"] == "accepted"
+        if mode == "metrics_on" and prometheus_mode == "multiprocess":
+            signals.flush()
+            files = os.listdir(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+            assert figures["prometheus"] and any(name.endswith(".db") for name in files)

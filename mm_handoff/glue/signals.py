@@ -417,8 +417,9 @@ class Signals:
         self.failures = _Failures()
         #: multiprocess mode: the figures as last written to the files, what the next write adds to is the rest
         self._written: tuple = ({}, {}, {}, {})
-        #: multiprocess mode: when the next write is due (monotonic), and the flusher thread's wake-up
-        self._due = float("inf")
+        #: multiprocess mode: when the next write is due (monotonic; None: never, no clock read per call), and the
+        #: flusher thread's wake-up
+        self._due: float | None = None
         self._flushing = threading.Lock()
         self._wake: threading.Event | None = None
 
@@ -504,7 +505,8 @@ class Signals:
             if error_name is not None:
                 refused = (engine, check_point, error_name)
                 self._refusals[refused] = self._refusals.get(refused, 0) + 1
-        if time.monotonic() >= self._due:  # multiprocess mode only (else never due)
+        due = self._due
+        if due is not None and time.monotonic() >= due:  # multiprocess mode only
             self.flush(wait=False)
 
     def flush(self, *, wait: bool = True) -> bool:
@@ -524,7 +526,7 @@ class Signals:
             prom.write(*changes)
             return True
         except Exception as exc:
-            self._prometheus, self._due = False, float("inf")
+            self._prometheus, self._due = False, None
             self.failures.report("prometheus", "writing the metrics' files failed; Prometheus metrics off, the "
                                  "figures stay in process (mm_handoff.stats())", exc)
             return False
