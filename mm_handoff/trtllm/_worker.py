@@ -4,8 +4,10 @@ Both run in the worker process (spawned or MPI-started), reached only through th
 (``mm-handoff run``, the ``.pth`` line) or ``TLLM_WORKER_USE_SINGLE_PROCESS=1``. Both are shape-only
 checks that the request's mRoPE ids cover its prompt exactly, through the core's
 :func:`~mm_handoff.checks.check_mrope_slice`, at the ``ingress`` and ``slice`` check points
-(:mod:`mm_handoff.glue.checkpoint`); then the original runs, untouched. A call with nothing to check (no mRoPE
-ids, no context request) records its time only.
+(:mod:`mm_handoff.glue.checkpoint`); then the original runs, untouched. Each check point's visit ends before
+the original is called: its outcome (accepted, refused, fallback) is the check's, recorded whatever the engine
+then does (a CUDA error in the runner does not un-count a request the check accepted). A call with nothing to
+check (no mRoPE ids, no context request) records its time only.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ def enqueue_request_wrapper(wrapped, worker, args, kwargs, *, point: CheckPoint)
                 visit.skip()
         except HandoffError as exc:
             visit.decide(exc)  # fallback: go on
-        return visit.call(wrapped, *args, **kwargs)
+    return wrapped(*args, **kwargs)  # the outcome is recorded: what the engine then does is not the check's
 
 
 def prepare_tp_inputs_wrapper(wrapped, runner, args, kwargs, *, point: CheckPoint):
@@ -38,7 +40,7 @@ def prepare_tp_inputs_wrapper(wrapped, runner, args, kwargs, *, point: CheckPoin
                 visit.skip()
         except HandoffError as exc:
             visit.decide(exc)  # fallback: the original runs untouched
-        return visit.call(wrapped, *args, **kwargs)
+    return wrapped(*args, **kwargs)
 
 
 def check_ingress(request) -> bool:

@@ -82,3 +82,48 @@ def test_fallback_and_rebuild_are_counted_where_they_were_decided(deployment):
     glue.install(policy="fallback")
     dep.pd._preprocess({"prompt": PROMPT}, _sp(), enc.disaggregated_params)
     assert _counts()[("prefill", "fallback")] == 1 and _counts()[("admission", "fallback")] == 1
+
+
+def _failing_engine(params):
+    """An engine method (the drift check's parameters) that fails after mm-handoff's check ran: a CUDA error."""
+    def failing(self, first, *args, **kwargs):
+        raise RuntimeError("CUDA error: out of memory")
+
+    failing.__code__ = failing.__code__.replace(co_varnames=("self", params, "args", "kwargs"))
+    return failing
+
+
+@pytest.mark.parametrize("point", ["ingress", "slice"])
+def test_a_worker_check_that_passed_is_counted_when_the_engine_then_fails(engine, monkeypatch, point):
+    """The worker's checks run before the engine's method: a request they accepted is counted accepted, also
+    when the engine fails afterwards (upstream's conformance suite stops the real runner after its context
+    loop; a GPU fails with CUDA errors), and the engine's error reaches the caller unchanged."""
+    import numpy as np
+    from tensorrt_llm._torch.pyexecutor.engine.runners.decoder.runner import DecoderRunner
+    from tensorrt_llm._torch.pyexecutor.llm_request import LlmRequest, ScheduledRequests
+    from tensorrt_llm.bindings import executor as tllm
+    from tensorrt_llm.executor.base_worker import BaseWorker
+    from tensorrt_llm.executor.request import GenerationRequest
+    from tensorrt_llm.inputs.multimodal import MultimodalParams
+
+    mrope = {"mrope_config": {"mrope_position_ids": np.zeros((3, 1, 10), dtype=np.int64),
+                              "mrope_position_deltas": np.zeros((1, 1), dtype=np.int32)}}
+    if point == "ingress":
+        monkeypatch.setattr(BaseWorker, "_enqueue_request", _failing_engine("request"))
+        glue.install()
+        request = GenerationRequest(list(range(1000, 1010)), sampling_params=_sp(),
+                                    multimodal_params=MultimodalParams(multimodal_data=mrope)).set_id(7)
+        call = lambda: BaseWorker(hf_model_config=None)._enqueue_request(request)  # noqa: E731
+    else:
+        monkeypatch.setattr(DecoderRunner, "_prepare_tp_inputs", _failing_engine("scheduled_requests"))
+        glue.install()
+        req = tllm.Request(client_id=1, input_token_ids=list(range(10)), max_tokens=2)
+        req.py_multimodal_data = mrope
+        scheduled = ScheduledRequests(context_requests=[LlmRequest(request_id=11, executor_request=req)])
+        call = lambda: DecoderRunner(model=None, use_mrope=True, max_num_tokens=64)._prepare_tp_inputs(  # noqa: E731
+            scheduled, None, None, enable_spec_decode=False, runtime_draft_len=0, is_dummy=False)
+    before = _prometheus(point, "accepted", "other")
+    with pytest.raises(RuntimeError, match="CUDA error"):
+        call()
+    assert _counts() == {(point, "accepted"): 1}
+    assert _prometheus(point, "accepted", "other") == before + 1
