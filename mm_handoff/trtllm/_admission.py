@@ -85,7 +85,7 @@ def admission_wrapper(wrapped, llm, args, kwargs, *, point: CheckPoint):
         inputs = args[0] if args else kwargs.get("inputs")
         try:
             own = check_admission(getattr(llm, "input_processor", None), result, dp, state, request_id=label,
-                                  inputs=inputs)
+                                  inputs=inputs, visit=visit)
         except HandoffError as exc:
             visit.decide(exc.with_request(label))
             return result  # policy=fallback: passed through
@@ -110,11 +110,13 @@ class OwnRequest:
 
 
 def check_admission(processor, result, disaggregated_params, state: _Admission, *, request_id=None,
-                    inputs=None, limits=None) -> OwnRequest | None:
+                    inputs=None, limits=None, visit: Visit | None = None) -> OwnRequest | None:
     """mRoPE length vs prompt, pads vs embedding rows, and the layout the prefill point used (else the
     carried one) accepted; returns it with the prompt it must be this request's layout of (the prompt
     actually used; upstream's carrier: the request's own text), or None. Shapes come from handle dicts:
-    nothing is rebuilt. ``limits``: this request's bounds (None: the process default).
+    nothing is rebuilt. ``limits``: this request's bounds (None: the process default). ``visit``: the admission
+    check point's visit, told each adapter the checks use as soon as it is resolved (a refusal is counted under
+    the family that refused it, as an accepted request is).
 
     When upstream carried the layout itself (``disaggregated_params.multimodal_layout``), that layout is
     read and accepted as mm-handoff's own would be (:func:`._upstream_layout.check_upstream_layout`)."""
@@ -126,7 +128,7 @@ def check_admission(processor, result, disaggregated_params, state: _Admission, 
         mrope = getattr(disaggregated_params, "mrope_position_ids_handle", None)
     upstream_layout = getattr(disaggregated_params, UPSTREAM_LAYOUT_FIELD, None)
     if upstream_layout is not None:
-        adapter = _known_adapter(processor, request_id)
+        adapter = _known_adapter(processor, request_id, visit)
         if adapter is None:  # a family mm-handoff does not know: the generic length check only
             if mrope is not None:
                 check_mrope_slice(mrope, len(prompt_ids), request_id=request_id)
@@ -142,14 +144,14 @@ def check_admission(processor, result, disaggregated_params, state: _Admission, 
         return None  # encoder-decoder placeholder prompt ([0]); nothing to compare
     layout, adapter = state.layout, state.adapter
     if layout is None and handles is not None and LAYOUT_KEY in carried(handles):
-        layout, adapter = carried(handles)[LAYOUT_KEY], _known_adapter(processor, request_id)
+        layout, adapter = carried(handles)[LAYOUT_KEY], _known_adapter(processor, request_id, visit)
     if layout is not None and adapter is not None:
         layout = accept_layout(layout, adapter, embeddings=handles, mrope_position_ids=mrope, limits=limits,
                                request_id=request_id)
         return OwnRequest(layout, adapter, prompt_ids)
     if mrope is not None:  # no layout: what the engine is about to use, checked without one
         check_mrope_slice(mrope, len(prompt_ids), request_id=request_id)
-    adapter = _known_adapter(processor, request_id) if handles is not None else None
+    adapter = _known_adapter(processor, request_id, visit) if handles is not None else None
     if adapter is not None:
         rows = embedding_rows_of(handles, field="multimodal_embedding_handles", request_id=request_id)
         check_prompt_pads(prompt_ids, typed_adapter(adapter, request_id=request_id).spec, sum(rows),
@@ -165,11 +167,14 @@ def _own_prompt(processor, inputs):
         return None
 
 
-def _known_adapter(processor, request_id):
+def _known_adapter(processor, request_id, visit: Visit | None = None):
     try:
-        return adapter_for(processor, request_id=request_id)
+        adapter = adapter_for(processor, request_id=request_id)
     except AdapterNotFoundError:  # not a family mm-handoff knows: only generic checks apply
         return None
+    if visit is not None:
+        visit.uses(adapter)
+    return adapter
 
 
 # -------------------------------------------------------------------------------- prefill point

@@ -127,3 +127,44 @@ def test_a_worker_check_that_passed_is_counted_when_the_engine_then_fails(engine
         call()
     assert _counts() == {(point, "accepted"): 1}
     assert _prometheus(point, "accepted", "other") == before + 1
+
+
+@pytest.mark.parametrize("carrier", ["upstream", "mm-handoff"])
+def test_an_admission_refusal_is_counted_under_the_family_it_was_checked_with(deployment, carrier):
+    """A refusal at admission is labelled with the family whose adapter refused it, as the accepted requests
+    are: upstream's own carrier (``DisaggregatedParams.multimodal_layout``, read with the family's adapter) and
+    mm-handoff's layout read from the handles when the prefill point answered nothing (an image-only stock
+    result, a prefill method not wrapped) are both checked with the family's adapter, never counted ``other``."""
+    from types import SimpleNamespace
+
+    from mm_handoff.errors import LayoutError
+    from mm_handoff.glue.checkpoint import CheckPoint
+    from mm_handoff.glue.policy import Policy
+    from mm_handoff.layout import HandoffLayout
+    from mm_handoff.trtllm._admission import admission_wrapper
+    from mm_handoff.trtllm._upstream_layout import embed_mask_cumsum
+
+    glue.install(policy="raise")
+    dep = deployment()
+    out = dep.encoder.generate_async(video_request()).result()
+    handles = out.disaggregated_params.multimodal_embedding_handles
+    layout = HandoffLayout.from_wire(handles[0][glue.LAYOUT_KEY])
+    params = SimpleNamespace(multimodal_embedding_handles=handles, disagg_request_id="r9",
+                             mrope_position_ids_handle=(3, 1, layout.prompt_len - 5))
+    if carrier == "upstream":
+        fields = dict(layout.to_disagg_prefill_inputs(), encoder_token_lengths=None,
+                      multimodal_embed_mask_cumsum=embed_mask_cumsum(layout))
+        fields["item_types"] = [0] * len(fields["item_types"])  # the video claimed an image
+        params.multimodal_layout = SimpleNamespace(**fields)
+        params.mrope_position_ids_handle = None
+        error = LayoutError
+    else:
+        error = MropeLengthError
+    point = CheckPoint("trtllm", "admission", Policy.RAISE, "BaseLLM._preprocess")
+    llm = SimpleNamespace(input_processor=dep.pd.input_processor)
+    with pytest.raises(error) as info:
+        admission_wrapper(lambda *a, **k: (layout.token_ids.tolist(), None), llm, ({"prompt": PROMPT}, None, params),
+                          {}, point=point)
+    assert info.value.request_id == "r9"
+    assert [(r["family"], r["outcome"]) for r in mm_handoff.stats()["checks"]
+            if r["engine"] == "trtllm" and r["check_point"] == "admission"] == [("qwen3_vl", "refused")]
