@@ -57,11 +57,12 @@ def _run(llm, prompt):
 
 
 def _raised_in_engine(llm, prompt, error_type):
-    """The typed error the installed check raises for ``prompt`` (installed for this request only)."""
+    """The typed error the installed check raises for ``prompt`` (installed for this request only; ``prompt`` a
+    dict, or a function that builds it once the check is installed: a carried layout needs the check)."""
     glue.install()
     try:
         with pytest.raises(error_type) as err:
-            _run(llm, prompt)
+            _run(llm, prompt() if callable(prompt) else prompt)
     finally:
         glue.uninstall()
     return err.value
@@ -125,8 +126,8 @@ def test_wrong_timestamps_caught_in_engine(engine):
     enc, request, _, _ = _encode(engine, "video")
     shifted = {**request.multi_modal_data["video"], "timestamps": [[t + 1.0 for t in request.multi_modal_data[
         "video"]["timestamps"][0]]]}
-    prompt = {**request.prompt(carry_layout=True), "multi_modal_data": {"video": shifted}}
-    error = _raised_in_engine(llm, prompt, TokenMismatchError)
+    error = _raised_in_engine(
+        llm, lambda: {**request.prompt(carry_layout=True), "multi_modal_data": {"video": shifted}}, TokenMismatchError)
     assert error.index == enc.layout.items[0].timestamp_spans[0][0] + 1  # "<0.x" -> "<1.x"
 
 
