@@ -137,7 +137,11 @@ def load_layout(path: str, *, family: str | None = None, image_grid_thw=None, vi
             raise
         # the delta its ids and grids give: what the wire form of the same layout carries (its mRoPE ids do not
         # travel), so the two forms of one layout are equal and print one fingerprint
-        return layout.with_mrope(None, adapter.layout_mrope_delta(layout))
+        try:
+            delta = adapter.layout_mrope_delta(layout)
+        except GridMismatchError:  # runs HF's mRoPE cannot place (the stock PD layout: one run for a multi-group
+            return layout  # video): it has no delta, and neither has the wire form of it
+        return layout.with_mrope(None, delta)
     except HandoffError as exc:
         raise UsageError(f"{path!r}: {exc}") from None
 

@@ -235,7 +235,7 @@ def _many_runs_delta(layout, limits, request_id) -> int:
             return mrope_delta(layout.token_ids, layout.spec, limits=limits, request_id=request_id,
                                image_grid_thw=by["image"], video_grid_thw=by["video"])
     added = 0  # what the runs before the current item added
-    peak = None
+    peak = -1  # the largest position so far (every position is >= 0)
     for item in items:
         t, h, w = item.grid_thw
         lh, lw, k, rows = h // m, w // m, item.run_offsets.shape[0], item.embedding_length
@@ -243,7 +243,7 @@ def _many_runs_delta(layout, limits, request_id) -> int:
         last = int(item.run_offsets[-1])
         top = max(0 if item.modality == VIDEO else t - 1, lh - 1, lw - 1)
         base = last + added + advance * (k - 1) - (rows - int(item.run_lengths[-1]))
-        peak = base + top if peak is None else max(peak, base + top)
+        peak = max(peak, base + top)
         added += advance * k - rows
     end = int(off[-1] + ln[-1])
     if end < n:  # the prompt ends in text: its last token
