@@ -279,6 +279,7 @@ def cmd_doctor(args) -> int:
     from .trtllm._startup import setting_problems
 
     print(f"mm_handoff    {__version__}")
+    _metrics_report(sys.stdout)
     code = 0
     for engine, module in DOCTORS:
         print()
@@ -287,8 +288,6 @@ def cmd_doctor(args) -> int:
             continue
         print(f"{engine}:")
         code = max(code, importlib.import_module(module).run_doctor(args, out=sys.stdout))
-    print()
-    _metrics_report(sys.stdout)
     problems = setting_problems()
     if problems:
         raise problems[0] if isinstance(problems[0], HandoffError) else UsageError(str(problems[0]))
