@@ -131,3 +131,31 @@ def resolve(hook: Hook) -> HookPoint:
         return point
     point.attr, point.key = hook.attribute, target_key(cls, hook.attribute)
     return check_signature(point, unwrap_ours(raw))
+
+
+# ------------------------------------------------------------------------------- what doctor reports
+def hook_rows(hooks, report: dict) -> list:
+    """Each row of a hook table with its state, for ``mm-handoff doctor``: the status row where the glue is
+    installed (patched or wrapped over), else as found in the engine's files (found, missing or drifted, with
+    the reason)."""
+    rows = {row["target"]: row for row in report.get("hooks", ())}
+    out = []
+    for hook in hooks:
+        point = resolve(hook)
+        row = rows.get(point.key)
+        out.append({"target": point.key, "state": row["state"] if row else point.state,
+                    "reason": "" if row else point.reason, "required": hook.required})
+    return out
+
+
+def hook_ok(row: dict) -> bool:
+    """There (found, patched, wrapped over), or an optional one missing; a drifted one never is."""
+    return row["state"] in ("found", "patched", "wrapped over") or (row["state"] == "missing" and not row["required"])
+
+
+def print_hook_rows(rows: list, line) -> None:
+    """The rows of :func:`hook_rows`, one line each (and the reason under one that is not there)."""
+    for hook in rows:
+        line(f"  [{hook['state']:>8}] {hook['target']}")
+        if hook["reason"]:
+            line(f"             {hook['reason']}")

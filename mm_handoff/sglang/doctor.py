@@ -9,34 +9,16 @@ from __future__ import annotations
 
 import sys
 
-from ..glue.hooks import resolve
+from ..glue.hooks import hook_ok, hook_rows, print_hook_rows
 from ..glue.instrumentor import supports
 from . import _hooks
 from ._lifecycle import SUPPORTED_VERSIONS, status
 
 
-def hook_rows(report: dict) -> list:
-    """Each row of the hook table with its state: the status row where the glue is installed (patched or
-    wrapped over), else as found in the engine's files (found, missing or drifted, with the reason)."""
-    rows = {row["target"]: row for row in report.get("hooks", ())}
-    out = []
-    for hook in _hooks.HOOKS:
-        point = resolve(hook)
-        row = rows.get(point.key)
-        out.append({"target": point.key, "state": row["state"] if row else point.state,
-                    "reason": "" if row else point.reason, "required": hook.required})
-    return out
-
-
-def hook_ok(row: dict) -> bool:
-    """There (found, patched, wrapped over), or an optional one missing; a drifted one never is."""
-    return row["state"] in ("found", "patched", "wrapped over") or (row["state"] == "missing" and not row["required"])
-
-
 def doctor_report() -> dict:
     report = status()
     report["version_ok"] = supports(report.get("sglang"), SUPPORTED_VERSIONS)
-    report["hook_points"] = hook_rows(report)
+    report["hook_points"] = hook_rows(_hooks.HOOKS, report)
     report["ready"] = bool(report["version_ok"] and all(map(hook_ok, report["hook_points"])))
     return report
 
@@ -54,9 +36,6 @@ def run_doctor(args=None, *, out=None) -> int:
          f"{'' if report['version_ok'] else '  -> OUT OF RANGE'})")
     line(f"installed     {report['installed']}  (policy={report['policy']}; in the server's processes: "
          "examples/sglang_language_only.py)")
-    for hook in report["hook_points"]:
-        line(f"  [{hook['state']:>8}] {hook['target']}")
-        if hook["reason"]:
-            line(f"             {hook['reason']}")
+    print_hook_rows(report["hook_points"], line)
     line("ok" if report["ready"] else "not ready: see above")
     return 0 if report["ready"] else 1

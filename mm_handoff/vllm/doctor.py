@@ -13,7 +13,7 @@ import sys
 
 from .._env import VLLM_CHECK, env_flag
 from ..errors import HandoffError
-from ..glue.hooks import resolve
+from ..glue.hooks import hook_ok, hook_rows, print_hook_rows
 from ..glue.instrumentor import supports
 from . import _hooks
 from ._lifecycle import SUPPORTED_VERSIONS, status
@@ -23,19 +23,6 @@ from .plugin import register
 PLUGIN_GROUP = "vllm.general_plugins"
 #: this package's entry in it
 PLUGIN_VALUE = f"{register.__module__}:{register.__name__}"
-
-
-def hook_rows(report: dict) -> list:
-    """Each row of the hook table with its state: the status row where the glue is installed (patched or
-    wrapped over), else as found in the engine's files (found, missing or drifted, with the reason)."""
-    rows = {row["target"]: row for row in report.get("hooks", ())}
-    out = []
-    for hook in _hooks.HOOKS:
-        point = resolve(hook)
-        row = rows.get(point.key)
-        out.append({"target": point.key, "state": row["state"] if row else point.state,
-                    "reason": "" if row else point.reason, "required": hook.required})
-    return out
 
 
 def switch_state() -> str:
@@ -52,15 +39,10 @@ def plugin_registered() -> bool:
     return any(ep.value == PLUGIN_VALUE for ep in entry_points(group=PLUGIN_GROUP))
 
 
-def hook_ok(row: dict) -> bool:
-    """There (found, patched, wrapped over), or an optional one missing; a drifted one never is."""
-    return row["state"] in ("found", "patched", "wrapped over") or (row["state"] == "missing" and not row["required"])
-
-
 def doctor_report() -> dict:
     report = status()
     report["version_ok"] = supports(report.get("vllm"), SUPPORTED_VERSIONS)
-    report["hook_points"] = hook_rows(report)
+    report["hook_points"] = hook_rows(_hooks.HOOKS, report)
     report["plugin_registered"] = plugin_registered()
     report["switch"] = switch_state()
     report["ready"] = bool(report["version_ok"] and report["plugin_registered"]
@@ -86,9 +68,6 @@ def run_doctor(args=None, *, out=None) -> int:
     switch = report["switch"]
     hint = {"on": "vLLM's processes install the check", "off": f"set {VLLM_CHECK}=1 in vLLM's processes to turn it on"}
     line(f"switch        {VLLM_CHECK}: {switch}" + (f"  ({hint[switch]})" if switch in hint else ""))
-    for hook in report["hook_points"]:
-        line(f"  [{hook['state']:>8}] {hook['target']}")
-        if hook["reason"]:
-            line(f"             {hook['reason']}")
+    print_hook_rows(report["hook_points"], line)
     line("ok" if report["ready"] else "not ready: see above")
     return 0 if report["ready"] else 1
