@@ -1,13 +1,13 @@
 """What both engine glues share: the policy's decisions, the adapter cache, the instrumentor lifecycle,
 and the vLLM wrapper applying the policy (without vLLM: a processor shaped like vLLM's)."""
 
-import dataclasses
 import logging
 import sys
 import threading
 import types
 
 import pytest
+from vllm_fakes import Inputs, Processor
 
 from mm_handoff import get_adapter
 from mm_handoff.errors import EngineNotSupportedError, HandoffError, TokenMismatchError
@@ -147,28 +147,13 @@ def test_supports_reads_pep440_ranges():
 
 
 # --------------------------------------------------------------------- vLLM's wrapper and the policy
-@dataclasses.dataclass
-class _Inputs:
-    prompt: list
-    hf_processor_mm_kwargs: dict
-
-
-class _Processor:
-    """What the wrapper reads of vLLM's ``Qwen3VLMultiModalProcessor``."""
-
-    info = types.SimpleNamespace(get_hf_config=lambda: "qwen3_vl", get_tokenizer=lambda: None,
-                                 get_hf_processor=lambda: None)
-
-    @classmethod
-    def _expands_only_video_token(cls, hf_processor):
-        return True
 
 
 def _expanded_twice():
     """vLLM's answer to a prompt that was already expanded: a second pad in the raw prompt."""
     spec = get_adapter("qwen3_vl").spec
     raw = [1, spec.vision_start, spec.video_pad, spec.video_pad, spec.vision_end, 2]
-    return _Inputs(raw, {}), {"mm_placeholders": {"video": [object()]}, "prompt_token_ids": raw}
+    return Inputs(raw, {}), {"mm_placeholders": {"video": [object()]}, "prompt_token_ids": raw}
 
 
 @pytest.mark.parametrize("policy", ["raise", "rebuild"])
@@ -177,7 +162,7 @@ def test_vllm_check_rejects_under_raise_and_rebuild(policy):
 
     inputs, result = _expanded_twice()
     with pytest.raises(TokenMismatchError) as info:
-        apply_wrapper(lambda *a, **k: result, _Processor(), (inputs,), {}, point=HOOKS[0].point("vllm", Policy(policy)))
+        apply_wrapper(lambda *a, **k: result, Processor(), (inputs,), {}, point=HOOKS[0].point("vllm", Policy(policy)))
     assert info.value.field == "prompt_token_ids before vLLM's expansion" and info.value.index == 3
 
 
@@ -186,7 +171,7 @@ def test_vllm_check_passes_vllms_result_through_under_fallback(caplog):
 
     inputs, result = _expanded_twice()
     with caplog.at_level(logging.WARNING, logger="mm_handoff"):
-        assert apply_wrapper(lambda *a, **k: result, _Processor(), (inputs,), {},
+        assert apply_wrapper(lambda *a, **k: result, Processor(), (inputs,), {},
                              point=HOOKS[0].point("vllm", Policy.FALLBACK)) is result
     [event] = [r.mm_handoff_event for r in caplog.records if hasattr(r, "mm_handoff_event")]
     assert event["policy"] == "fallback" and event["outcome"] == "fallback" and event["engine"] == "vllm"

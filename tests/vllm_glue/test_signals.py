@@ -2,10 +2,9 @@
 mm_handoff.stats() and the process's Prometheus registry, without vLLM (a processor shaped like vLLM's; the
 engine suite runs the same wrapper on the real one)."""
 
-import dataclasses
-import types
 
 import pytest
+from vllm_fakes import Inputs, Processor
 
 import mm_handoff
 from mm_handoff import get_adapter
@@ -19,19 +18,6 @@ RAW = [151644, 872, 198, 151652, 151656, 151653, 74785, 13, 151645, 198]
 GRID = [4, 4, 6]
 
 
-@dataclasses.dataclass
-class _Inputs:
-    prompt: list
-    hf_processor_mm_kwargs: dict
-
-
-class _Processor:
-    info = types.SimpleNamespace(get_hf_config=lambda: "qwen3_vl", get_tokenizer=lambda: None,
-                                 get_hf_processor=lambda: None)
-
-    @classmethod
-    def _expands_only_video_token(cls, hf_processor):
-        return True
 
 
 @pytest.fixture(autouse=True)
@@ -41,8 +27,8 @@ def fresh_signals():
 
 def _apply(ids, carried, policy):
     result = {"mm_placeholders": {"video": [object()]}, "prompt_token_ids": ids}
-    inputs = _Inputs(list(RAW), {} if carried is None else {"mm_handoff_layout": carried})
-    return apply_wrapper(lambda *a, **k: result, _Processor(), (inputs,), {}, point=HOOKS[0].point("vllm", policy))
+    inputs = Inputs(list(RAW), {} if carried is None else {"mm_handoff_layout": carried})
+    return apply_wrapper(lambda *a, **k: result, Processor(), (inputs,), {}, point=HOOKS[0].point("vllm", policy))
 
 
 def _sample(name, **labels):
