@@ -221,7 +221,7 @@ def check_skew(layout: HandoffLayout, *, family: str, convention: str, tokenizer
     if not same_family(layout.family, family):
         raise SkewError("family", f"{family} (prefill)", f"{layout.family} (encoder)", request_id=request_id,
                         hint="encoder and prefill serve different model families")
-    if spec is not None and layout.spec != spec:
+    if spec is not None and layout.spec is not spec and layout.spec != spec:
         name, ours, theirs = _first_spec_difference(spec, layout.spec)
         raise SkewError(f"spec.{name}", f"{ours!r} (prefill)", f"{theirs!r} (encoder)", request_id=request_id,
                         hint="the layout was built with other ids or sizes than this side's")

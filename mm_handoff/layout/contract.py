@@ -69,9 +69,30 @@ from .items import IMAGE, VIDEO, MultimodalItem
 from .mrope import mrope_positions
 from .spec import CONVENTIONS, TokenSpec, item_lengths, normalize_grids
 from .timestamp_text import parse_timestamps
-from .tokens import claimed_size, filled_id_list, frozen, read_only, readonly_ids, run_length_form
+from .tokens import (
+    FEW_VALUES,
+    claimed_size,
+    filled_id_list,
+    frozen,
+    read_only,
+    readonly_ids,
+    rle_id_list,
+    run_length_form,
+)
 
 _ITEM_TYPE = {IMAGE: 0, VIDEO: 1}  # TensorRT-LLM's item_types vocabulary
+#: every run's modality code of a layout of one modality and up to this many runs: a read-only slice of these
+_KINDS_MAX = 4096
+_KINDS = (read_only(np.zeros(_KINDS_MAX, np.int8)), read_only(np.ones(_KINDS_MAX, np.int8)))
+
+
+def _kind_column(codes: list, sizes: list) -> np.ndarray:
+    """The modality code (0 image, 1 video) of every run, item after item (``sizes[i]`` runs of ``codes[i]``),
+    read-only: a slice of a shared column when every item has one modality (no array built per request)."""
+    total = sum(sizes)
+    if total <= _KINDS_MAX and len(set(codes)) == 1:
+        return _KINDS[codes[0]][:total]
+    return read_only(np.repeat(np.array(codes, np.int8), sizes))
 
 
 def _as_tuple(values: Iterable[Any]) -> tuple:
@@ -273,11 +294,11 @@ class HandoffLayout:
             if len(items) == 1:
                 item = items[0]
                 k = item.run_offsets.shape[0]
-                return item.run_offsets, item.run_lengths, np.full(k, _ITEM_TYPE[item.modality], np.int8), [0, k]
+                return item.run_offsets, item.run_lengths, _kind_column([_ITEM_TYPE[item.modality]], [k]), [0, k]
             if not items:
                 return _NO_RUNS, _NO_RUNS, read_only(_NO_RUNS, np.int8), [0]
             sizes = [item.run_offsets.shape[0] for item in items]
-            kind = np.repeat(np.array([_ITEM_TYPE[item.modality] for item in items], np.int8), sizes)
+            kind = _kind_column([_ITEM_TYPE[item.modality] for item in items], sizes)
             return (read_only(np.concatenate([item.run_offsets for item in items])),
                     read_only(np.concatenate([item.run_lengths for item in items])), read_only(kind),
                     [0, *itertools.accumulate(sizes)])
@@ -298,6 +319,9 @@ class HandoffLayout:
         :func:`~mm_handoff.layout.tokens.filled_id_list` with the commonest pad as the fill, on long prompts
         of few runs; else ``ndarray.tolist``, whose C loop wins on short or fragmented ones."""
         ids, spec, n = self.token_ids, self.spec, self.prompt_len
+        values, counts = self.rle()
+        if values.shape[0] <= FEW_VALUES:  # a few runs of one id (an image's prompt): each a repeated int
+            return rle_id_list(values, counts)
         off, ln, kind, _ = self._columns()
         if n < 256 or (off.shape[0] + 1) * 16 > n:
             return ids.tolist()
@@ -358,9 +382,9 @@ class HandoffLayout:
         seconds, spans = (content.seconds, content.spans) if stamped else (None, None)
         try:
             items = MultimodalItem.from_columns(content.heads, content.offsets, content.lengths, seconds, spans)
-            kind = np.repeat(np.array([_ITEM_TYPE[m] for m, _, _, _ in content.heads], np.int8),
-                             [k for _, _, k, _ in content.heads])
-            cu = [0, *itertools.accumulate(k for _, _, k, _ in content.heads)]
+            sizes = [k for _, _, k, _ in content.heads]
+            kind = _kind_column([_ITEM_TYPE[m] for m, _, _, _ in content.heads], sizes)
+            cu = [0, *itertools.accumulate(sizes)]
             # the decoder's columns are the items' (their runs are slices of them), its content the layout's
             seeds = {"rle": (content.values, content.counts), "cols": (content.offsets, content.lengths, kind, cu),
                      "content": content, ("fp", False): content.checksum}

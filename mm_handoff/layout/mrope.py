@@ -159,7 +159,13 @@ def mrope_delta(token_ids, spec: TokenSpec, *, image_grid_thw=None, video_grid_t
 _FEW_RUNS = 64
 
 
-def _layout_plan(layout) -> list | None:
+def _layout_plan(layout) -> tuple | None:
+    """:func:`_plan_of` the layout, built once per layout (the accept step's delta and the engine's positions
+    both walk it)."""
+    return layout._memo("mrope plan", lambda: _plan_of(layout))
+
+
+def _plan_of(layout) -> tuple | None:
     """The pad segments ``get_rope_index`` walks, read from a checked layout's runs and grids, each
     ``(offset, length, (t, h, w) merged, base)`` where ``base`` is the position value at ``offset``
     (text before it runs on from the previous segment); with the shift after the last one. None where
@@ -183,8 +189,7 @@ def _layout_plan(layout) -> list | None:
             plan.append((o, n, (gt, lh, lw), o + shift, top))
             shift += adv - n
             prev_end, prev_video = o + n, video
-    plan.append(shift)
-    return plan
+    return (*plan, shift)
 
 
 def _plan_peak(plan: list, n: int) -> int:
@@ -208,7 +213,7 @@ def layout_delta(layout, *, limits=None, request_id=None) -> int:
     items, n = layout.items, layout.prompt_len
     if not items:
         return 0
-    if len(layout.run_positions) <= _FEW_RUNS:
+    if layout._columns()[0].shape[0] <= _FEW_RUNS:
         plan = _layout_plan(layout)
         if plan is not None:
             return _plan_peak(plan, n) + 1 - n
@@ -288,7 +293,7 @@ def layout_positions(layout, *, limits=None, request_id=None) -> tuple:
     segment written once into the ``(3, L)`` array. A layout of many runs, or one whose runs do not
     tell the segments alone (see :func:`_layout_plan`), takes the ids path."""
     items, n = layout.items, layout.prompt_len
-    plan = _layout_plan(layout) if len(layout.run_positions) <= _FEW_RUNS else None
+    plan = _layout_plan(layout) if layout._columns()[0].shape[0] <= _FEW_RUNS else None
     if plan is None or not items:
         grids = _grids_by_modality(items)
         return mrope_positions(layout.token_ids, layout.spec, image_grid_thw=grids["image"] or None,

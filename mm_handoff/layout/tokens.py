@@ -152,6 +152,19 @@ def read_only(arr: np.ndarray, dtype=None) -> np.ndarray:
     return np.frombuffer(arr.tobytes(), dtype=arr.dtype).reshape(arr.shape)
 
 
+#: up to this many values in a run-length form, :func:`rle_id_list` builds its id list
+FEW_VALUES = 64
+
+
+def rle_id_list(values: np.ndarray, counts: np.ndarray) -> list:
+    """The ids of a run-length form as a Python list: each run one repeated int (a pointer fill), for
+    forms of a few values (an image's prompt: ~15 runs of 934 ids, 0.6x ``tolist``'s time)."""
+    out: list = []
+    for value, count in zip(values.tolist(), counts.tolist(), strict=True):
+        out += [value] * count
+    return out
+
+
 def filled_id_list(ids: np.ndarray, fill: int, starts: np.ndarray, ends: np.ndarray) -> list:
     """``ids.tolist()``, built as ``fill`` repeated (one shared int, a pointer fill) with the other ids
     put in the gaps before each of ``fill``'s runs ``[starts, ends)`` (sorted, exactly ``fill``'s ids)

@@ -42,7 +42,7 @@ import numpy as np
 from ..errors import HandoffError, WireFormatError
 from ..reading import MAX_COUNT, MAX_ID, Limits, plain_ints, resolve_limits
 from .spec import MAX_MERGED_OPENS, TokenSpec, canonical_spec
-from .tokens import read_only
+from .tokens import FEW_VALUES, read_only
 
 FORMAT = "mm-handoff.layout"
 VERSION = 3  # 2: the checksum is the layout's fingerprint (sha256, what travels); 3: hashed column by column
@@ -267,6 +267,8 @@ def _spec_of(key: tuple) -> TokenSpec:
 def _decode_items(items, rid) -> list:
     """Every item's header, read in one pass when each is an honest one (the common case: a few type
     sets and one min and max over all grids and run counts), else item by item, naming the first bad one."""
+    if len(items) <= _FEW_ITEMS:  # one or two images: item by item costs less than the sets below
+        return [_decode_item(k, v, rid) for k, v in enumerate(items)]
     if {*map(type, items)} == _DICT_ONLY and all(v.keys() == _ITEM_KEYS for v in items):
         modalities = [v["modality"] for v in items]
         grids = [v["grid_thw"] for v in items]
@@ -281,6 +283,7 @@ def _decode_items(items, rid) -> list:
 
 
 _DICT_ONLY, _STR_ONLY, _SEQUENCES, _BOOL_ONLY, _THREE = {dict}, {str}, {list, tuple}, {bool}, {3}
+_FEW_ITEMS = 2
 _MODALITY_SET = {"image", "video"}
 
 
@@ -413,10 +416,6 @@ def _split_arrays(arrays: np.ndarray, n: int, sizes: tuple, rid) -> tuple:
         raise _fail("arrays.values", "a run-length form whose neighbouring values differ",
                     f"value {int(values[k])} repeated at runs {k} and {k + 1}", rid)
     return _columns(arrays, sizes, values, counts)
-
-
-#: up to this many values in the ids' run-length form their checks run on lists
-FEW_VALUES = 64
 
 
 def _columns(arrays: np.ndarray, sizes: tuple, values, counts) -> tuple:
