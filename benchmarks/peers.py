@@ -14,7 +14,8 @@ the engine's inputs; each peer's is its own code for that request:
 - **SGLang** (0.5.23, ``.venv-sglang``): ``QwenVLImageProcessor.get_mm_data`` (prompt + grids + the encoder's
   ``video_timestamps`` -> ids, one item per pad run with its embedding rows, mRoPE ids and delta).
   mm-handoff's side: ``accept_layout`` + :func:`mm_handoff.sglang.output_from_layout` (SGLang's own
-  ``MultimodalProcessorOutput``: the ids, one item per pad run with its embedding rows, mRoPE ids and delta).
+  ``MultimodalProcessorOutput``: the ids, one item per pad run with its embedding rows, mRoPE ids and delta;
+  the embedding rows checked per modality there, as the engine's hook checks them, not twice).
 
 Both sides' outputs are checked equal before anything is timed. In each engine's venv, one process runs
 every request; per round the two sides run back to back, alternating which goes first (interleaved, so
@@ -139,9 +140,8 @@ def _sglang_sides(proc, req: Request, tokenizer, config) -> tuple:
     def theirs():
         return proc.get_mm_data(raw, emb, **meta)
 
-    def ours():
-        accepted = mm_handoff.accept_layout(wire, adapter, embedding_rows=layout.num_pads, image_grid_thw=images,
-                                            video_grid_thw=videos)
+    def ours():  # (the embedding rows: per modality in output_from_layout, as the engine's hook checks them)
+        accepted = mm_handoff.accept_layout(wire, adapter, image_grid_thw=images, video_grid_thw=videos)
         return glue.output_from_layout(proc, accepted, emb, adapter)
 
     out, mine = theirs(), ours()  # the same inputs, or nothing is timed

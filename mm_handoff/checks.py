@@ -63,7 +63,7 @@ from .errors import (
 )
 from .layout.contract import HandoffLayout
 from .layout.items import IMAGE, VIDEO
-from .layout.spec import TokenSpec, normalize_grids
+from .layout.spec import TokenSpec, equals_checked_grids, normalize_grids
 from .layout.tokens import check_token_ids, readonly_ids
 from .reading import (
     embedding_shapes_of,
@@ -344,9 +344,11 @@ def _check_own_grids(layout: HandoffLayout, side: SideFacts) -> None:
     for modality, given in ((IMAGE, side.image_grid_thw), (VIDEO, side.video_grid_thw)):
         if given is None:
             continue
-        field = f"{modality}_grid_thw"
+        field, want = f"{modality}_grid_thw", _grids_of(layout, modality)
+        if equals_checked_grids(given, want, merge_size=layout.spec.merge_size, limits=side.limits):
+            continue  # (what normalize_grids would return: the layout's own grids)
         own = normalize_grids(given, field, merge_size=layout.spec.merge_size, limits=side.limits)
-        if own != _grids_of(layout, modality):
+        if own != want:
             raise GridMismatchError(field, f"{own} (this request's)", _grids_of(layout, modality),
                                     request_id=side.request_id,
                                     hint="the carried layout describes other images or videos")

@@ -235,6 +235,22 @@ def _plain_grids(grids, merge_size: int, limits) -> list | None:
     return out
 
 
+def equals_checked_grids(grids, checked: list, *, merge_size: int, limits=None) -> bool:
+    """True when :func:`normalize_grids` would return ``checked`` for ``grids``, told without it: ``grids``
+    is a list or tuple of ``(t, h, w)`` lists or tuples of plain ints equal to ``checked`` (grids that
+    follow ``merge_size``: a checked layout's), inside ``limits``. False decides nothing (:func:`normalize_grids`
+    then reads them, with its typed error)."""
+    if not checked or type(grids) not in _SEQUENCES or len(grids) != len(checked) \
+            or {*map(type, grids)} - _SEQUENCES or {*map(len, grids)} != _THREE:
+        return False
+    flat = tuple(itertools.chain.from_iterable(grids))
+    if not plain_ints(flat, 1, MAX_ID) or list(map(tuple, grids)) != checked:
+        return False
+    limits, m2 = resolve_limits(limits), merge_size * merge_size
+    return len(checked) <= limits.max_items and sum(flat[0::3]) <= limits.max_runs \
+        and sum(t * h * w // m2 for t, h, w in checked) <= limits.max_prompt_len
+
+
 def normalize_grids(grids, field: str, *, merge_size: int, limits=None) -> list:
     """Grids as a list of ``(t, h, w)`` plain-int tuples, checked before anything is expanded.
 

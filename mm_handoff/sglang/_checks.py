@@ -86,11 +86,12 @@ def output_runs(output, *, most: int | None = None) -> list:
 
 
 def _layout_runs(layout: HandoffLayout) -> list:
-    runs = []
+    """``[(modality, (start, end_inclusive)), ...]``: the layout's pad runs in order, as SGLang's items hold
+    them."""
+    runs: list = []
     for item in layout.items:
-        starts = item.run_offsets.tolist()
-        ends = (item.run_offsets + item.run_lengths).tolist()
-        runs += [(item.modality, s, e) for s, e in zip(starts, ends, strict=True)]
+        m = item.modality
+        runs += [(m, (s, s + n - 1)) for s, n in zip(item.run_offsets.tolist(), item.run_lengths.tolist(), strict=True)]
     return runs
 
 
@@ -113,8 +114,7 @@ def engine_inputs(layout: HandoffLayout, adapter, *, limits=None, request_id=Non
     (with the bounds the layout was accepted under, ``limits``)."""
     positions, delta = typed_adapter(adapter, request_id=request_id).layout_mrope_positions(
         layout, limits=limits, request_id=request_id)
-    runs = [(m, (s, e - 1)) for m, s, e in _layout_runs(layout)]
-    return EngineInputs(layout.token_id_list(), runs, np.asarray(positions), int(delta))
+    return EngineInputs(layout.token_id_list(), _layout_runs(layout), np.asarray(positions), int(delta))
 
 
 @typed_failures("video_timestamps")

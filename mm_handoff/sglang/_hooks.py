@@ -128,7 +128,7 @@ def output_from_layout(processor, layout: HandoffLayout, embeddings, adapter, *,
         im_end_id=processor.IM_END_TOKEN_ID, im_token_id=processor.mm_tokens.image_token_id,
         video_token_id=processor.mm_tokens.video_token_id, audio_token_id=processor.mm_tokens.audio_token_id,
         mrope_positions=torch.from_numpy(inputs.mrope_positions.astype(np.int64)),
-        mrope_position_delta=torch.tensor([[inputs.mrope_position_delta]], dtype=torch.int64))
+        mrope_position_delta=torch.full((1, 1), inputs.mrope_position_delta, dtype=torch.int64))
 
 
 def _check_without_layout(processor, output, kwargs, request_id, visit: Visit) -> None:

@@ -7,9 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mm_handoff.errors import LayoutError, WireFormatError
-from mm_handoff.layout import invariants, wire
-from mm_handoff.layout.spec import TokenSpec
+from mm_handoff.layout import contract, invariants, tokens, wire
+from mm_handoff.layout.spec import TokenSpec, equals_checked_grids, normalize_grids
 from mm_handoff.layout.tokens import frozen, read_only, run_length_form
+from mm_handoff.reading import Limits
 
 SPEC = TokenSpec(image_pad=5, video_pad=6, vision_start=3, vision_end=4)
 
@@ -112,3 +113,130 @@ def test_the_wire_columns_read_on_lists_equal_the_vectorised_reading(payload):
         mp.setattr(wire, "FEW_VALUES", -1)  # the vectorised path for every size
         general = _decoded(payload)
     assert fast == general
+
+
+# ----------------------------------------------------------------------------- item headers, one by one
+def _image_payload(grids):
+    """The wire form of a prompt of images of these grids (merge size 2), each run right after text."""
+    heads, offsets, lengths, values, counts, at = [], [], [], [], [], 0
+    for t, h, w in grids:
+        pads = t * h * w // 4
+        values += [1, 5]
+        counts += [1, pads]
+        offsets.append(at + 1)
+        lengths.append(pads)
+        heads.append(("image", (t, h, w), 1, False))
+        at += 1 + pads
+    content = wire.WireContent(family="qwen3_vl", convention="pad_only", tokenizer_digest=None, spec=SPEC,
+                               values=values + [1], counts=counts + [1], heads=tuple(heads), offsets=offsets,
+                               lengths=lengths, seconds=[], spans=np.zeros((0, 2), dtype=np.int64),
+                               mrope_position_delta=None, checksum="")
+    return wire.encode(content, checksum=wire.checksum(content))
+
+
+_ODD = [None, True, 0, -1, 2**31, 1.0, "2", [2], (), "image", "video", "audio", {"a": 1}, np.int64(2)]
+
+
+@st.composite
+def item_headers(draw):
+    """Payloads of one to three images whose item headers are honest, or one field of one of them replaced
+    (by a value of another type, out of range, a key added or taken away, the header not a dict)."""
+    grids = draw(st.lists(st.tuples(st.just(1), st.sampled_from([2, 4]), st.sampled_from([2, 6])), min_size=1,
+                          max_size=3))
+    payload = _image_payload(grids)
+    if draw(st.booleans()):
+        k = draw(st.integers(0, len(grids) - 1))
+        head = dict(payload["items"][k])
+        what = draw(st.sampled_from(["modality", "grid_thw", "runs", "timestamps", "grid entry", "add", "drop",
+                                     "not a dict"]))
+        if what == "grid entry":
+            grid = list(head["grid_thw"])
+            grid[draw(st.integers(0, 2))] = draw(st.sampled_from(_ODD))
+            head["grid_thw"] = grid
+        elif what == "add":
+            head["extra"] = 1
+        elif what == "drop":
+            head.pop(draw(st.sampled_from(sorted(head))))
+        elif what == "not a dict":
+            head = draw(st.sampled_from(_ODD))
+        else:
+            head[what] = draw(st.sampled_from(_ODD))
+        payload["items"] = [*payload["items"][:k], head, *payload["items"][k + 1:]]
+    return payload
+
+
+@settings(max_examples=400)
+@given(item_headers())
+def test_few_item_headers_read_one_by_one_equal_the_reading_of_all_at_once(payload):
+    fast = _decoded(payload)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(wire, "_FEW_ITEMS", -1)  # the all-at-once reading for every count
+        general = _decoded(payload)
+    assert fast == general
+
+
+# ----------------------------------------------------------------------------- ids and kinds as lists
+@settings(max_examples=300)
+@given(st.lists(st.tuples(st.integers(0, 2**31 - 1), st.integers(1, 40)), min_size=1, max_size=80))
+def test_an_id_list_from_the_run_length_form_is_the_ids_as_a_list(runs):
+    values = np.asarray([v for v, _ in runs], dtype=np.int32)
+    counts = np.asarray([c for _, c in runs], dtype=np.int32)
+    out = tokens.rle_id_list(values, counts)
+    assert out == np.repeat(values, counts).tolist()
+    assert all(type(v) is int for v in out)
+
+
+@settings(max_examples=300)
+@given(st.lists(st.tuples(st.sampled_from([0, 1]), st.integers(1, 3000)), min_size=1, max_size=5))
+def test_the_kind_column_is_every_runs_modality_and_read_only(items):
+    codes, sizes = [c for c, _ in items], [k for _, k in items]
+    kind = contract._kind_column(codes, sizes)
+    assert kind.dtype == np.int8 and kind.tolist() == np.repeat(np.asarray(codes, np.int8), sizes).tolist()
+    assert frozen(kind)
+
+
+# ----------------------------------------------------------------------------- a request's own grids
+_GRID_VALUES = [1, 2, 4, 6, 3, True, 0, -2, 2**31, np.int64(4), 4.0]
+
+
+@st.composite
+def grids_and_checked(draw):
+    """Checked grids (as a layout holds them) and a request's grids: the same, or in other containers or
+    types, one value changed, one grid more or less; under limits that may be too small for them."""
+    checked = draw(st.lists(st.tuples(st.sampled_from([1, 2, 3]), st.sampled_from([2, 4, 6]),
+                                      st.sampled_from([2, 4, 6])), min_size=0, max_size=3))
+    given = [list(g) if draw(st.booleans()) else tuple(g) for g in checked]
+    what = draw(st.sampled_from(["same", "same", "value", "more", "fewer", "outer tuple", "array", "ragged"]))
+    if what == "value" and given:
+        k, j = draw(st.integers(0, len(given) - 1)), draw(st.integers(0, 2))
+        grid = list(given[k])
+        grid[j] = draw(st.sampled_from(_GRID_VALUES))
+        given[k] = grid
+    elif what == "more":
+        given.append([1, 2, 2])
+    elif what == "fewer" and given:
+        given.pop()
+    elif what == "outer tuple":
+        given = tuple(given)
+    elif what == "array" and given:
+        given = np.asarray(checked, dtype=np.int64)
+    elif what == "ragged" and given:
+        given[0] = list(given[0])[:2]
+    limits = Limits(max_runs=draw(st.sampled_from([2, 100])), max_prompt_len=draw(st.sampled_from([10, 10_000])),
+                    max_items=draw(st.sampled_from([2, 100])))
+    return given, checked, limits
+
+
+@settings(max_examples=500)
+@given(grids_and_checked())
+def test_grids_told_equal_to_checked_ones_are_what_normalize_grids_returns(case):
+    given, checked, limits = case
+    if not equals_checked_grids(given, checked, merge_size=2, limits=limits):
+        return  # (the general reading decides; nothing is claimed)
+    assert normalize_grids(given, "grids", merge_size=2, limits=limits) == checked
+
+
+def test_a_requests_honest_grids_are_told_equal_without_the_general_reading():
+    assert equals_checked_grids([[1, 4, 6], (2, 2, 2)], [(1, 4, 6), (2, 2, 2)], merge_size=2, limits=None)
+    assert not equals_checked_grids([[True, 4, 6]], [(1, 4, 6)], merge_size=2, limits=None)
+    assert not equals_checked_grids([[1, 4, 6]], [(1, 4, 6)], merge_size=2, limits=Limits(max_prompt_len=5))
