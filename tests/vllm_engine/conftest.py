@@ -1,6 +1,6 @@
 """The real vLLM engine (CPU build) for the vLLM glue tests; run by ``make test-vllm`` in ``.venv-vllm``.
 
-One engine per family for the whole module (start-up is 1-2 minutes on 2 cores), started on a tiny
+One engine per family for the whole module, in this process (see ``IN_PROCESS``), started on a tiny
 random checkpoint saved with the project's own builders. The image processor gets the video
 processor's mean/std (0.5), as the released Qwen3-VL checkpoints have: vLLM 0.32 normalizes video
 pixels with the image processor's values (``mm_device_do_normalize``), so differing values would
@@ -28,6 +28,15 @@ collect_ignore_glob = [] if _real_vllm() else ["test_*.py"]
 FAMILIES = ("qwen3_vl", "qwen3_5")
 
 
+#: the engine core and its worker in this process (vLLM's ``VLLM_ENABLE_V1_MULTIPROCESSING=0``; on CPU it also keeps
+#: the single worker in process, the ``uni`` executor): each of the two other processes vLLM starts by default is a
+#: fresh interpreter that imports torch, transformers and vLLM again, most of an engine's start on 2 cores. What
+#: the tests check runs where it runs either way: vLLM's processor, its expansion and the installed check in the
+#: front end (this process), the model wherever the engine core is. The server (test_server.py) and the offline
+#: example (test_offline_example.py) keep vLLM's default processes.
+IN_PROCESS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+
+
 @pytest.fixture(scope="module", params=FAMILIES)
 def engine(request, tmp_path_factory):
     """``(llm, model, processor, adapter, family)`` for one family; the engine is shut down afterwards."""
@@ -36,8 +45,14 @@ def engine(request, tmp_path_factory):
     family = request.param
     directory = tmp_path_factory.mktemp(f"tiny_{family}")
     model, processor, adapter = save_tiny_checkpoint(family, directory)
-    llm = start_engine(directory, family, videos=2, images=1)
-    yield llm, model, processor, adapter, family
-    llm.llm_engine.engine_core.shutdown()
-    del llm
-    gc.collect()
+    with pytest.MonkeyPatch.context() as env:  # set while this engine lives, not for the later subprocess tests
+        for key, value in IN_PROCESS.items():
+            env.setenv(key, value)
+        llm = start_engine(directory, family, videos=2, images=1)
+        yield llm, model, processor, adapter, family
+        llm.llm_engine.engine_core.shutdown()
+        del llm
+        from vllm.distributed import cleanup_dist_env_and_memory
+
+        cleanup_dist_env_and_memory()  # the process group the in-process worker set up, before the next family's
+        gc.collect()

@@ -99,7 +99,10 @@ def server(request, tmp_path_factory):
     save_tiny_checkpoint("qwen3_vl", checkpoint)
     log = tmp_path_factory.mktemp("server_log") / "vllm_serve.log"
     port = _free_port()
-    env = {**os.environ, "MM_HANDOFF_VLLM_CHECK": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
+    # VLLM_ENABLE_V1_MULTIPROCESSING=0: on CPU, the engine core runs its one worker in its own process (the ``uni``
+    # executor) instead of starting a third interpreter for it; the API server and its engine core stay two processes
+    env = {**os.environ, "MM_HANDOFF_VLLM_CHECK": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
+           "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(checkpoint),
                "--host", "127.0.0.1", "--port", str(port), *SERVER_ARGS]
     failed_before = request.session.testsfailed
