@@ -192,7 +192,7 @@ def _plan_of(layout) -> tuple | None:
     return (*plan, shift)
 
 
-def _plan_peak(plan: list, n: int) -> int:
+def _plan_peak(plan: tuple, n: int) -> int:
     """The largest position of a layout's plan: a run's base + its largest in-run offset, or the last text
     token's."""
     *runs, shift = plan
