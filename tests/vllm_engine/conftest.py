@@ -1,7 +1,7 @@
 """The real vLLM engine (CPU build) for the vLLM glue tests; run by ``make test-vllm`` in ``.venv-vllm``.
 
-One engine per family for the whole module, in this process (see ``IN_PROCESS``), started on a tiny
-random checkpoint saved with the project's own builders. The image processor gets the video
+One engine per module (its ``family``: ``test_engine_<family>.py``), in this process (see ``IN_PROCESS``),
+started on a tiny random checkpoint saved with the project's own builders. The image processor gets the video
 processor's mean/std (0.5), as the released Qwen3-VL checkpoints have: vLLM 0.32 normalizes video
 pixels with the image processor's values (``mm_device_do_normalize``), so differing values would
 make the aggregated path differ from HF for reasons that are not the handoff's.
@@ -25,9 +25,6 @@ def _real_vllm() -> bool:
 #: the project's own venv has no vLLM: nothing here can run there (``make test-vllm`` runs it)
 collect_ignore_glob = [] if _real_vllm() else ["test_*.py"]
 
-FAMILIES = ("qwen3_vl", "qwen3_5")
-
-
 #: the engine core and its worker in this process (vLLM's ``VLLM_ENABLE_V1_MULTIPROCESSING=0``; on CPU it also keeps
 #: the single worker in process, the ``uni`` executor): each of the two other processes vLLM starts by default is a
 #: fresh interpreter that imports torch, transformers and vLLM again, most of an engine's start on 2 cores. What
@@ -37,12 +34,17 @@ FAMILIES = ("qwen3_vl", "qwen3_5")
 IN_PROCESS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
 
-@pytest.fixture(scope="module", params=FAMILIES)
-def engine(request, tmp_path_factory):
-    """``(llm, model, processor, adapter, family)`` for one family; the engine is shut down afterwards."""
+@pytest.fixture(scope="module")
+def family():
+    """The family a module's engine runs (each ``test_engine_<family>.py`` names its own)."""
+    raise pytest.UsageError("a module that uses the engine names its family (a module-scoped `family` fixture)")
+
+
+@pytest.fixture(scope="module")
+def engine(family, tmp_path_factory):
+    """``(llm, model, processor, adapter, family)`` for the module's family; the engine is shut down afterwards."""
     from mm_handoff.vllm.demo import save_tiny_checkpoint, start_engine
 
-    family = request.param
     directory = tmp_path_factory.mktemp(f"tiny_{family}")
     model, processor, adapter = save_tiny_checkpoint(family, directory)
     with pytest.MonkeyPatch.context() as env:  # set while this engine lives, not for the later subprocess tests
