@@ -18,11 +18,10 @@ whole wrapper on its accepted path (a carried layout accepted, held to the raw p
 on a processor shaped like vLLM's. The goal (docs/benchmarks.md): on - off at most 2 us per hook.
 """
 
-import dataclasses
 import os
-import types
 
 import pytest
+from vllm_fakes import Inputs, Processor
 
 from mm_handoff import get_adapter
 from mm_handoff.glue.checkpoint import CheckPoint
@@ -55,34 +54,19 @@ def _visit_hook(point):
     return hooked
 
 
-@dataclasses.dataclass
-class _Inputs:
-    prompt: list
-    hf_processor_mm_kwargs: dict
-
-
-class _Processor:
-    info = types.SimpleNamespace(get_hf_config=lambda: "qwen3_vl", get_tokenizer=lambda: None,
-                                 get_hf_processor=lambda: None)
-
-    @classmethod
-    def _expands_only_video_token(cls, hf_processor):
-        return True
-
-
 def _vllm_hook(point):
     adapter = get_adapter("qwen3_vl")
     meta = {"fps": 2.0, "frames_indices": list(range(8)), "total_num_frames": 8}
     layout = adapter.derive_layout(adapter.rebuild_token_ids(RAW, video_grid_thw=[GRID], video_metadata=[meta]),
                                    video_grid_thw=[GRID])
     result = {"mm_placeholders": {"video": [object()]}, "prompt_token_ids": layout.token_ids.tolist()}
-    wire, processor = layout.to_wire(), _Processor()
+    wire, processor = layout.to_wire(), Processor()
 
     def engine(*args, **kwargs):
         return result
 
     def hooked():
-        inputs = _Inputs(RAW, {"mm_handoff_layout": wire})
+        inputs = Inputs(RAW, {"mm_handoff_layout": wire})
         return apply_wrapper(engine, processor, (inputs,), {}, point=point)
 
     return hooked
