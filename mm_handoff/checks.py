@@ -349,7 +349,7 @@ def _check_own_grids(layout: HandoffLayout, side: SideFacts) -> None:
             continue  # (what normalize_grids would return: the layout's own grids)
         own = normalize_grids(given, field, merge_size=layout.spec.merge_size, limits=side.limits)
         if own != want:
-            raise GridMismatchError(field, f"{own} (this request's)", _grids_of(layout, modality),
+            raise GridMismatchError(field, f"{own} (this request's)", want,
                                     request_id=side.request_id,
                                     hint="the carried layout describes other images or videos")
 
